@@ -1,0 +1,46 @@
+//! baton's pure core: the types every other crate speaks, and the rules that need no IO.
+//!
+//! - [`Message`] and [`ContentBlock`]: the vendor-neutral message model.
+//! - [`units`]: protocol units and [`units::SafeCut`], the only cut a compaction may use.
+//! - [`claim`]: summary claims and their validation.
+//! - [`context`]: assembling rules, goal, the active summary and the tail into what the next
+//!   model call receives.
+//! - [`Run`], [`Entry`], [`Summary`]: what a store keeps.
+//!
+//! This crate performs no IO and depends on no async runtime, driver or HTTP crate.
+//!
+//! ```
+//! use baton_core::{claim, Seq};
+//!
+//! let claims = claim::parse_candidate(r#"[{"kind":"constraint","text":"read-only","source_seq":1}]"#)?;
+//! claim::validate_sources(&claims, Seq(4), Seq(5))?;
+//! # Ok::<(), baton_core::claim::InvalidCandidate>(())
+//! ```
+
+pub mod claim;
+pub mod context;
+mod ids;
+mod message;
+mod record;
+pub mod tokens;
+pub mod units;
+
+pub use claim::{Claim, ClaimKind, InvalidCandidate};
+pub use context::{Context, ContextSummary};
+pub use ids::{MAX_ID_LEN, RunId, Seq, SummaryId, TenantId, Timestamp};
+pub use message::{ContentBlock, MediaSource, Message, Role};
+pub use record::{Entry, Run, RunStatus, Summary};
+
+/// Errors of the core's constructors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An id that is empty, too long or has characters outside `[A-Za-z0-9._:-]`.
+    #[error("invalid {what} {value:?}: expected 1 to 128 characters of letters, digits, '-', '_', '.' or ':'")]
+    InvalidId {
+        /// Which kind of id.
+        what: &'static str,
+        /// The offending value (truncated).
+        value: String,
+    },
+}

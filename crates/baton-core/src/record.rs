@@ -1,0 +1,90 @@
+//! What a store keeps: runs, history entries and summary versions.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Claim, Message, RunId, Seq, SummaryId, TenantId, Timestamp};
+
+/// Where a run is in its life. Only an active run takes new summaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Taking messages and summaries.
+    Active,
+    /// Finished normally.
+    Completed,
+    /// Stopped on purpose; never reactivated by an install.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The lowercase name, as stored and serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Active => "active",
+            RunStatus::Completed => "completed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(RunStatus::Active),
+            "completed" => Some(RunStatus::Completed),
+            "cancelled" => Some(RunStatus::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// A run as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Its id, unique within its tenant.
+    pub id: RunId,
+    /// The tenant that owns it.
+    pub tenant: TenantId,
+    /// Where it is in its life.
+    pub status: RunStatus,
+    /// What the agent is trying to do.
+    pub goal: Option<String>,
+    /// Standing instructions placed first in every context.
+    pub rules: Option<String>,
+    /// The summary version context assembly uses, if any.
+    pub active_summary_id: Option<SummaryId>,
+    /// The last seq appended (0 when the history is empty).
+    pub last_seq: Seq,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+/// A message as the store keeps it. Serializes flat: `{"seq":1,"role":…,"content":[…],…}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Entry {
+    /// Its position in the run.
+    pub seq: Seq,
+    /// The message.
+    #[serde(flatten)]
+    pub message: Message,
+    /// Its token count, computed once at append time.
+    pub tokens: u32,
+    /// When it was appended.
+    pub created_at: Timestamp,
+}
+
+/// A summary version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Its id.
+    pub id: SummaryId,
+    /// The run it summarizes.
+    pub run: RunId,
+    /// The last seq it covers: context assembly sends it in place of messages `1..=coverage`.
+    pub coverage: Seq,
+    /// The version it was built from (`None` for a run's first summary).
+    pub previous_id: Option<SummaryId>,
+    /// What it says.
+    pub claims: Vec<Claim>,
+    /// When it was installed.
+    pub created_at: Timestamp,
+}

@@ -1,0 +1,1 @@
+//! Tests for protocol units and safe cuts.
