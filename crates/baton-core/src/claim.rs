@@ -183,9 +183,10 @@ pub fn parse_candidate(json: &str) -> Result<Vec<Claim>, InvalidCandidate> {
     };
     let mut claims = Vec::with_capacity(list.len());
     for (index, item) in list.into_iter().enumerate() {
-        let claim: Claim = serde_json::from_value(item).map_err(|e| InvalidCandidate::Malformed {
-            detail: format!("claim {index}: {e}"),
-        })?;
+        let claim: Claim =
+            serde_json::from_value(item).map_err(|e| InvalidCandidate::Malformed {
+                detail: format!("claim {index}: {e}"),
+            })?;
         claims.push(claim);
     }
     validate_claims(&claims)?;
@@ -244,18 +245,38 @@ mod tests {
     fn malformed_candidates_name_the_problem() {
         rejects("{", "not valid JSON");
         rejects(r#"{"x": []}"#, "expected a list");
-        rejects(r#"[{"kind":"goal","text":"a","source_seq":1,"extra":1}]"#, "claim 0: unknown field `extra`");
-        rejects(r#"[{"kind":"goal","text":"a","source_seq":1.5}]"#, "claim 0");
-        rejects(r#"[{"kind":"goal","text":"a","source_seq":"1"}]"#, "claim 0");
+        rejects(
+            r#"[{"kind":"goal","text":"a","source_seq":1,"extra":1}]"#,
+            "claim 0: unknown field `extra`",
+        );
+        rejects(
+            r#"[{"kind":"goal","text":"a","source_seq":1.5}]"#,
+            "claim 0",
+        );
+        rejects(
+            r#"[{"kind":"goal","text":"a","source_seq":"1"}]"#,
+            "claim 0",
+        );
         rejects(r#"[{"kind":"goal","text":"a","source_seq":-1}]"#, "claim 0");
-        rejects(r#"[{"kind":"goal","text":"ok","source_seq":1},{"kind":"goal","text":"  ","source_seq":1}]"#, "claim 1: text is empty");
-        rejects(r#"[{"kind":"goal","text":"a","source_seq":0}]"#, "source_seq 0");
-        rejects(r#"[{"kind":"goal","text":"a"}]"#, "missing field `source_seq`");
+        rejects(
+            r#"[{"kind":"goal","text":"ok","source_seq":1},{"kind":"goal","text":"  ","source_seq":1}]"#,
+            "claim 1: text is empty",
+        );
+        rejects(
+            r#"[{"kind":"goal","text":"a","source_seq":0}]"#,
+            "source_seq 0",
+        );
+        rejects(
+            r#"[{"kind":"goal","text":"a"}]"#,
+            "missing field `source_seq`",
+        );
     }
 
     #[test]
     fn sources_must_lie_at_or_before_the_cut() {
-        let claims = parse_candidate(r#"{"claims":[{"kind":"verified","text":"a","source_seq":3}]}"#).unwrap();
+        let claims =
+            parse_candidate(r#"{"claims":[{"kind":"verified","text":"a","source_seq":3}]}"#)
+                .unwrap();
         assert!(validate_sources(&claims, Seq(3), Seq(5)).is_ok());
         assert!(matches!(
             validate_sources(&claims, Seq(2), Seq(5)),

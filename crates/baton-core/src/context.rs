@@ -72,8 +72,15 @@ pub fn assemble(run: &Run, summary: Option<&Summary>, tail: Vec<Entry>) -> Conte
         problems,
         tokens: 0,
     };
-    let preamble = context.preamble().map_or(0, |m| u64::from(tokens::estimate_message(&m)));
-    context.tokens = preamble + context.messages.iter().map(|e| u64::from(e.tokens)).sum::<u64>();
+    let preamble = context
+        .preamble()
+        .map_or(0, |m| u64::from(tokens::estimate_message(&m)));
+    context.tokens = preamble
+        + context
+            .messages
+            .iter()
+            .map(|e| u64::from(e.tokens))
+            .sum::<u64>();
     context
 }
 
@@ -147,7 +154,11 @@ mod tests {
             last_seq: Seq(5),
             created_at: Timestamp(0),
         };
-        let claim = |kind, text: &str, seq| Claim { kind, text: text.into(), source_seq: Seq(seq) };
+        let claim = |kind, text: &str, seq| Claim {
+            kind,
+            text: text.into(),
+            source_seq: Seq(seq),
+        };
         let summary = Summary {
             id: SummaryId(2),
             run: run.id.clone(),
@@ -160,10 +171,20 @@ mod tests {
             created_at: Timestamp(0),
         };
         let ctx = assemble(&run, Some(&summary), vec![entry(5, "check TLS")]);
-        let kinds: Vec<_> = ctx.summary.as_ref().unwrap().claims.iter().map(|c| c.kind).collect();
+        let kinds: Vec<_> = ctx
+            .summary
+            .as_ref()
+            .unwrap()
+            .claims
+            .iter()
+            .map(|c| c.kind)
+            .collect();
         assert_eq!(kinds, [ClaimKind::Constraint, ClaimKind::Verified]);
         let preamble = ctx.preamble().unwrap().plain_text();
-        assert!(preamble.contains("## constraint\n- read-only [seq 1]"), "{preamble}");
+        assert!(
+            preamble.contains("## constraint\n- read-only [seq 1]"),
+            "{preamble}"
+        );
         assert_eq!(ctx.to_messages().len(), 2);
         assert!(ctx.tokens > u64::from(ctx.messages[0].tokens));
     }

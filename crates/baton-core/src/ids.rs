@@ -138,7 +138,11 @@ impl Timestamp {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_rfc3339_millis(self.to_system_time()))
+        write!(
+            f,
+            "{}",
+            humantime::format_rfc3339_millis(self.to_system_time())
+        )
     }
 }
 
@@ -156,7 +160,9 @@ impl<'de> Deserialize<'de> for Timestamp {
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(serde::de::Error::custom)?
             .as_millis();
-        Ok(Timestamp(i64::try_from(millis).map_err(serde::de::Error::custom)?))
+        Ok(Timestamp(
+            i64::try_from(millis).map_err(serde::de::Error::custom)?,
+        ))
     }
 }
 
@@ -171,7 +177,10 @@ mod tests {
         assert!(RunId::new("a b").is_err());
         assert!(RunId::new("x".repeat(129)).is_err());
         let err = TenantId::new("no/slash").unwrap_err().to_string();
-        assert!(err.contains("tenant id") && err.contains("no/slash"), "{err}");
+        assert!(
+            err.contains("tenant id") && err.contains("no/slash"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -36,7 +36,9 @@ pub use record::{Entry, Run, RunStatus, Summary};
 #[non_exhaustive]
 pub enum Error {
     /// An id that is empty, too long or has characters outside `[A-Za-z0-9._:-]`.
-    #[error("invalid {what} {value:?}: expected 1 to 128 characters of letters, digits, '-', '_', '.' or ':'")]
+    #[error(
+        "invalid {what} {value:?}: expected 1 to 128 characters of letters, digits, '-', '_', '.' or ':'"
+    )]
     InvalidId {
         /// Which kind of id.
         what: &'static str,

@@ -203,7 +203,9 @@ mod tests {
         assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), m);
 
         let unknown = r#"{"role":"user","content":[{"type":"video","url":"x"}]}"#;
-        let err = serde_json::from_str::<Message>(unknown).unwrap_err().to_string();
+        let err = serde_json::from_str::<Message>(unknown)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("video"), "{err}");
         let extra = r#"{"role":"user","content":[{"type":"text","text":"x","color":1}]}"#;
         assert!(serde_json::from_str::<Message>(extra).is_err());

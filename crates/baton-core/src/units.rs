@@ -170,7 +170,12 @@ impl ProtocolMap {
             }
         };
         for (id, span) in &spans {
-            match (span.first_use, span.last_use, span.first_result, span.last_result) {
+            match (
+                span.first_use,
+                span.last_use,
+                span.first_result,
+                span.last_result,
+            ) {
                 (Some(u0), Some(u1), Some(r0), Some(r1)) => {
                     // Every occurrence of the id must sit on one side: boundaries strictly inside
                     // the span of all its occurrences are unsafe.
@@ -282,7 +287,10 @@ impl ProtocolMap {
             return None;
         }
         if self.seqs.binary_search(&cut).is_err() {
-            return Some(format!("seq {cut} is not in the window after seq {}", self.seqs[0]));
+            return Some(format!(
+                "seq {cut} is not in the window after seq {}",
+                self.seqs[0]
+            ));
         }
         let nearest = self
             .safe_cut_at_or_before(cut)

@@ -1,1 +1,792 @@
-//! placeholder
+//! baton's embedded store: one SQLite file, in WAL mode, with foreign keys on and versioned
+//! migrations applied at open.
+//!
+//! Roles:
+//! - [`SqliteStore`]: the [`Store`] implementation. Writes go through one writer connection per
+//!   store (so writers in one process never contend for SQLite's lock); reads use a small pool
+//!   of reader connections, which WAL lets run beside the writer. Across processes, every write
+//!   transaction starts with `BEGIN IMMEDIATE` and waits on SQLite's busy timeout.
+//! - `migrations/`: the schema, one numbered SQL file per version, embedded in the binary.
+//!
+//! rusqlite is synchronous; every call runs on tokio's blocking pool (`spawn_blocking`) so the
+//! async API never blocks an executor thread.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), baton_store::Error> {
+//! use baton_store::Store;
+//! let store = baton_sqlite::SqliteStore::open("baton.db").await?;
+//! let runs = store.list_runs(&baton_core::TenantId::default_tenant()).await;
+//! # Ok(()) }
+//! ```
+
+mod migrate;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::units::{ProtocolEvents, ProtocolMap};
+use baton_core::{
+    Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
+    TenantId, Timestamp, claim,
+};
+use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+pub use migrate::SCHEMA_VERSION;
+
+/// How long a write waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Reader connections kept open for reuse.
+const MAX_IDLE_READERS: usize = 8;
+
+/// A [`Store`] on one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    ///
+    /// Fails with [`Error::NotABatonDatabase`] for a file that is not SQLite or was not made by
+    /// baton, and with [`Error::SchemaTooNew`] for one written by a newer baton; neither file
+    /// is modified.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        blocking(move || {
+            let writer = connect(&path)?;
+            migrate::run(&writer, &path)?;
+            Ok(SqliteStore {
+                inner: Arc::new(Inner {
+                    path,
+                    writer: Mutex::new(writer),
+                    readers: Mutex::new(Vec::new()),
+                }),
+            })
+        })
+        .await
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on the writer connection, on the blocking pool.
+    async fn write<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let mut conn = inner.writer.lock().map_err(|_| Error::Corrupt {
+                what: "sqlite writer lock poisoned".into(),
+            })?;
+            f(&mut conn)
+        })
+        .await
+    }
+
+    /// Runs `f` on a reader connection, on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => connect(&inner.path)?,
+            };
+            let result = f(&mut conn);
+            if let Ok(mut pool) = inner.readers.lock() {
+                if pool.len() < MAX_IDLE_READERS {
+                    pool.push(conn);
+                }
+            }
+            result
+        })
+        .await
+    }
+}
+
+async fn blocking<T, F>(f: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, Error> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(Error::backend)?
+}
+
+/// Opens one connection with baton's settings. `synchronous = NORMAL` in WAL mode: a committed
+/// transaction survives a crash of the process; a power loss may lose the last transactions but
+/// never corrupts the file (ARCHITECTURE.md, "Durability").
+fn connect(path: &Path) -> Result<Connection, Error> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| db_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| db_error(path, e))?;
+    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+        .map_err(|e| db_error(path, e))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// Maps a driver error, recognizing a file that is not a database at all.
+pub(crate) fn db_error(path: &Path, err: rusqlite::Error) -> Error {
+    if err.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
+        return Error::NotABatonDatabase {
+            path: path.display().to_string(),
+            detail: "not an SQLite database file".into(),
+        };
+    }
+    Error::backend(err)
+}
+
+fn sql(err: rusqlite::Error) -> Error {
+    Error::backend(err)
+}
+
+fn to_i64(value: u64) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("value {value} exceeds the database's integer range"),
+    })
+}
+
+fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
+    u64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("{what} is negative: {value}"),
+    })
+}
+
+/// The row of a run that writes check first.
+struct RunRow {
+    pk: i64,
+    status: RunStatus,
+    active_summary_id: Option<SummaryId>,
+    last_seq: Seq,
+}
+
+fn parse_status(s: &str) -> Result<RunStatus, Error> {
+    RunStatus::parse(s).ok_or_else(|| Error::Corrupt {
+        what: format!("run status {s:?}"),
+    })
+}
+
+/// Finds a run's key facts, or the reason it is not there for this tenant.
+fn find_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<RunRow, Error> {
+    let row = conn
+        .prepare_cached(
+            "SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = ?1 AND id = ?2",
+        )
+        .map_err(sql)?
+        .query_row(params![tenant.as_str(), run.as_str()], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<i64>>(2)?, r.get::<_, i64>(3)?))
+        })
+        .optional()
+        .map_err(sql)?;
+    match row {
+        Some((pk, status, active, last)) => Ok(RunRow {
+            pk,
+            status: parse_status(&status)?,
+            active_summary_id: active
+                .map(|id| to_u64(id, "summary id"))
+                .transpose()?
+                .map(SummaryId),
+            last_seq: Seq(to_u64(last, "last_seq")?),
+        }),
+        None => Err(missing_run(conn, tenant, run)?),
+    }
+}
+
+fn missing_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<Error, Error> {
+    let known: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = ?1)")
+        .map_err(sql)?
+        .query_row([tenant.as_str()], |r| r.get(0))
+        .map_err(sql)?;
+    Ok(if known {
+        Error::RunNotFound { run: run.clone() }
+    } else {
+        Error::UnknownTenant {
+            tenant: tenant.clone(),
+        }
+    })
+}
+
+const RUN_COLUMNS: &str =
+    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at";
+
+fn run_from_row(r: &rusqlite::Row<'_>) -> Result<Run, Error> {
+    let get = |e: rusqlite::Error| Error::backend(e);
+    let status: String = r.get(2).map_err(get)?;
+    Ok(Run {
+        id: RunId::new(r.get::<_, String>(0).map_err(get)?)?,
+        tenant: TenantId::new(r.get::<_, String>(1).map_err(get)?)?,
+        status: parse_status(&status)?,
+        goal: r.get(3).map_err(get)?,
+        rules: r.get(4).map_err(get)?,
+        active_summary_id: r
+            .get::<_, Option<i64>>(5)
+            .map_err(get)?
+            .map(|id| to_u64(id, "summary id").map(SummaryId))
+            .transpose()?,
+        last_seq: Seq(to_u64(r.get(6).map_err(get)?, "last_seq")?),
+        created_at: Timestamp(r.get(7).map_err(get)?),
+    })
+}
+
+fn load_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<Run, Error> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE tenant_id = ?1 AND id = ?2"
+        ))
+        .map_err(sql)?;
+    let mut rows = stmt
+        .query(params![tenant.as_str(), run.as_str()])
+        .map_err(sql)?;
+    match rows.next().map_err(sql)? {
+        Some(row) => run_from_row(row),
+        None => Err(missing_run(conn, tenant, run)?),
+    }
+}
+
+fn ids_json(ids: Vec<&str>) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&ids).ok()
+}
+
+fn parse_ids(json: Option<String>, seq: Seq) -> Result<Vec<String>, Error> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            what: format!("tool ids of seq {seq}: {e}"),
+        }),
+    }
+}
+
+/// An entry ready to insert: serialized outside the write lock.
+struct Prepared {
+    tokens: u32,
+    tool_uses: Option<String>,
+    tool_results: Option<String>,
+    message: String,
+}
+
+fn prepare(entries: &[NewEntry]) -> Result<Vec<Prepared>, Error> {
+    entries
+        .iter()
+        .map(|e| {
+            Ok(Prepared {
+                tokens: e.tokens,
+                tool_uses: ids_json(e.message.tool_use_ids().collect()),
+                tool_results: ids_json(e.message.tool_result_ids().collect()),
+                message: serde_json::to_string(&e.message).map_err(|err| Error::Corrupt {
+                    what: format!("message does not serialize: {err}"),
+                })?,
+            })
+        })
+        .collect()
+}
+
+fn entry_from_row(r: &rusqlite::Row<'_>) -> Result<Entry, Error> {
+    let get = |e: rusqlite::Error| Error::backend(e);
+    let seq = Seq(to_u64(r.get(0).map_err(get)?, "seq")?);
+    let text: String = r.get(3).map_err(get)?;
+    let message: Message = serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+        what: format!("message at seq {seq}: {e}"),
+    })?;
+    Ok(Entry {
+        seq,
+        tokens: u32::try_from(r.get::<_, i64>(1).map_err(get)?).unwrap_or(u32::MAX),
+        created_at: Timestamp(r.get(2).map_err(get)?),
+        message,
+    })
+}
+
+fn read_entries(
+    conn: &Connection,
+    run_pk: i64,
+    from: Seq,
+    to: Option<Seq>,
+) -> Result<Vec<Entry>, Error> {
+    let to = to.map_or(Ok(i64::MAX), |s| to_i64(s.0))?;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, tokens, created_at, message FROM history
+             WHERE run_pk = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt
+        .query(params![run_pk, to_i64(from.0)?, to])
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        out.push(entry_from_row(row)?);
+    }
+    Ok(out)
+}
+
+fn read_window(conn: &Connection, run_pk: i64, after: Seq) -> Result<Vec<ProtocolEvents>, Error> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, tool_uses, tool_results FROM history
+             WHERE run_pk = ?1 AND seq > ?2 ORDER BY seq",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query(params![run_pk, to_i64(after.0)?]).map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        let seq = Seq(to_u64(row.get(0).map_err(sql)?, "seq")?);
+        out.push(ProtocolEvents {
+            seq,
+            uses: parse_ids(row.get(1).map_err(sql)?, seq)?,
+            results: parse_ids(row.get(2).map_err(sql)?, seq)?,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SummaryBody {
+    claims: Vec<Claim>,
+}
+
+const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";
+
+fn summary_from_row(r: &rusqlite::Row<'_>) -> Result<Summary, Error> {
+    let get = |e: rusqlite::Error| Error::backend(e);
+    let id = SummaryId(to_u64(r.get(0).map_err(get)?, "summary id")?);
+    let body: String = r.get(4).map_err(get)?;
+    let body: SummaryBody = serde_json::from_str(&body).map_err(|e| Error::Corrupt {
+        what: format!("body of summary {id}: {e}"),
+    })?;
+    Ok(Summary {
+        id,
+        run: RunId::new(r.get::<_, String>(1).map_err(get)?)?,
+        coverage: Seq(to_u64(r.get(2).map_err(get)?, "coverage")?),
+        previous_id: r
+            .get::<_, Option<i64>>(3)
+            .map_err(get)?
+            .map(|p| to_u64(p, "previous id").map(SummaryId))
+            .transpose()?,
+        claims: body.claims,
+        created_at: Timestamp(r.get(5).map_err(get)?),
+    })
+}
+
+fn load_summary(conn: &Connection, run_pk: i64, id: SummaryId) -> Result<Option<Summary>, Error> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk
+             WHERE s.id = ?1 AND s.run_pk = ?2"
+        ))
+        .map_err(sql)?;
+    let mut rows = stmt.query(params![to_i64(id.0)?, run_pk]).map_err(sql)?;
+    rows.next().map_err(sql)?.map(summary_from_row).transpose()
+}
+
+/// Validates a candidate inside the install transaction. `Ok(Err(..))` is a rejection.
+fn validate(
+    conn: &Connection,
+    run: &RunRow,
+    c: &Candidate,
+) -> Result<Result<(), InvalidCandidate>, Error> {
+    let coverage = match c.base {
+        None => Seq::ZERO,
+        Some(base) => {
+            let coverage: Option<i64> = conn
+                .prepare_cached("SELECT coverage FROM summaries WHERE id = ?1 AND run_pk = ?2")
+                .map_err(sql)?
+                .query_row(params![to_i64(base.0)?, run.pk], |r| r.get(0))
+                .optional()
+                .map_err(sql)?;
+            match coverage {
+                Some(coverage) => Seq(to_u64(coverage, "coverage")?),
+                None => return Ok(Err(InvalidCandidate::BaseNotInRun { base })),
+            }
+        }
+    };
+    if c.cut <= coverage {
+        return Ok(Err(InvalidCandidate::CutNotBeyondBase {
+            cut: c.cut,
+            coverage,
+        }));
+    }
+    let cut_exists: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM history WHERE run_pk = ?1 AND seq = ?2)")
+        .map_err(sql)?
+        .query_row(params![run.pk, to_i64(c.cut.0)?], |r| r.get(0))
+        .map_err(sql)?;
+    if !cut_exists {
+        return Ok(Err(InvalidCandidate::CutNotFound {
+            cut: c.cut,
+            last: run.last_seq,
+        }));
+    }
+    if let Err(why) = claim::validate_sources(&c.claims, c.cut, run.last_seq) {
+        return Ok(Err(why));
+    }
+    // Belt and braces over the gap-free invariant: every cited seq is a row of this run.
+    let mut cited: Vec<i64> = c
+        .claims
+        .iter()
+        .map(|cl| to_i64(cl.source_seq.0))
+        .collect::<Result<_, _>>()?;
+    cited.sort_unstable();
+    cited.dedup();
+    if !cited.is_empty() {
+        let json = serde_json::to_string(&cited).map_err(|e| Error::Corrupt {
+            what: e.to_string(),
+        })?;
+        let found: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM history WHERE run_pk = ?1 AND seq IN (SELECT value FROM json_each(?2))",
+            )
+            .map_err(sql)?
+            .query_row(params![run.pk, json], |r| r.get(0))
+            .map_err(sql)?;
+        if usize::try_from(found).ok() != Some(cited.len()) {
+            return Err(Error::Corrupt {
+                what: "history has gaps below the run's last seq".into(),
+            });
+        }
+    }
+    let window = read_window(conn, run.pk, coverage)?;
+    let map = ProtocolMap::analyze(coverage, &window);
+    if let Some(detail) = map.explain(c.cut) {
+        return Ok(Err(InvalidCandidate::UnsafeCut { cut: c.cut, detail }));
+    }
+    Ok(Ok(()))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
+        let tenant = tenant.clone();
+        let id = match &new.id {
+            Some(id) => id.clone(),
+            None => baton_store::generate_run_id()?,
+        };
+        let new = new.clone();
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let now = Timestamp::now();
+            tx.prepare_cached(
+                "INSERT INTO tenants (id, created_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            )
+            .map_err(sql)?
+            .execute(params![tenant.as_str(), now.0])
+            .map_err(sql)?;
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
+                     VALUES (?1, ?2, 'active', ?3, ?4, ?5) ON CONFLICT (tenant_id, id) DO NOTHING",
+                )
+                .map_err(sql)?
+                .execute(params![
+                    tenant.as_str(),
+                    id.as_str(),
+                    new.goal,
+                    new.rules,
+                    now.0
+                ])
+                .map_err(sql)?;
+            if inserted == 0 {
+                return Err(Error::RunExists { run: id });
+            }
+            let run = load_run(&tx, &tenant, &id)?;
+            tx.commit().map_err(sql)?;
+            Ok(run)
+        })
+        .await
+    }
+
+    async fn run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| load_run(conn, &tenant, &run)).await
+    }
+
+    async fn list_runs(&self, tenant: &TenantId) -> Result<Vec<Run>, Error> {
+        let tenant = tenant.clone();
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let known: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM tenants WHERE id = ?1)",
+                    [tenant.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(sql)?;
+            if !known {
+                return Err(Error::UnknownTenant { tenant });
+            }
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE tenant_id = ?1 ORDER BY pk"
+                ))
+                .map_err(sql)?;
+            let mut rows = stmt.query([tenant.as_str()]).map_err(sql)?;
+            let mut runs = Vec::new();
+            while let Some(row) = rows.next().map_err(sql)? {
+                runs.push(run_from_row(row)?);
+            }
+            Ok(runs)
+        })
+        .await
+    }
+
+    async fn cancel_run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            match row.status {
+                RunStatus::Active => {
+                    tx.execute(
+                        "UPDATE runs SET status = 'cancelled' WHERE pk = ?1",
+                        [row.pk],
+                    )
+                    .map_err(sql)?;
+                }
+                RunStatus::Cancelled => {}
+                RunStatus::Completed => {
+                    return Err(Error::RunNotActive {
+                        run,
+                        status: row.status,
+                    });
+                }
+            }
+            let updated = load_run(&tx, &tenant, &run)?;
+            tx.commit().map_err(sql)?;
+            Ok(updated)
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entries: &[NewEntry],
+    ) -> Result<Vec<Seq>, Error> {
+        let prepared = prepare(entries)?;
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            if row.status != RunStatus::Active {
+                return Err(Error::RunNotActive { run, status: row.status });
+            }
+            let now = Timestamp::now().0;
+            let mut seqs = Vec::with_capacity(prepared.len());
+            let mut seq = row.last_seq;
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )
+                    .map_err(sql)?;
+                for p in &prepared {
+                    seq = seq.next();
+                    insert
+                        .execute(params![row.pk, to_i64(seq.0)?, p.tokens, p.tool_uses, p.tool_results, now, p.message])
+                        .map_err(sql)?;
+                    seqs.push(seq);
+                }
+            }
+            if !seqs.is_empty() {
+                tx.prepare_cached("UPDATE runs SET last_seq = ?1 WHERE pk = ?2")
+                    .map_err(sql)?
+                    .execute(params![to_i64(seq.0)?, row.pk])
+                    .map_err(sql)?;
+            }
+            tx.commit().map_err(sql)?;
+            Ok(seqs)
+        })
+        .await
+    }
+
+    async fn read_range(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        from: Seq,
+        to: Option<Seq>,
+    ) -> Result<Vec<Entry>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            read_entries(&tx, row.pk, from, to)
+        })
+        .await
+    }
+
+    async fn protocol_window(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        after: Seq,
+    ) -> Result<Vec<ProtocolEvents>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            read_window(&tx, row.pk, after)
+        })
+        .await
+    }
+
+    async fn install_summary(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        candidate: &Candidate,
+    ) -> Result<Install, Error> {
+        let body = serde_json::to_string(&SummaryBody {
+            claims: candidate.claims.clone(),
+        })
+        .map_err(|e| Error::Corrupt {
+            what: format!("summary does not serialize: {e}"),
+        })?;
+        let (tenant, run, candidate) = (tenant.clone(), run.clone(), candidate.clone());
+        self.write(move |conn| {
+            // Dropping `tx` without commit rolls back: every early return below writes nothing.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            if row.status != RunStatus::Active {
+                return Ok(Install::Rejected(Rejection::RunNotActive { status: row.status }));
+            }
+            if let Err(why) = validate(&tx, &row, &candidate)? {
+                return Ok(Install::Rejected(Rejection::Invalid(why)));
+            }
+            let base = candidate.base.map(|b| to_i64(b.0)).transpose()?;
+            tx.prepare_cached(
+                "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(sql)?
+            .execute(params![row.pk, to_i64(candidate.cut.0)?, base, body, Timestamp::now().0])
+            .map_err(sql)?;
+            let new_id = tx.last_insert_rowid();
+            // The compare-and-swap: move the pointer only if it still names the base.
+            let swapped = tx
+                .prepare_cached("UPDATE runs SET active_summary_id = ?1 WHERE pk = ?2 AND active_summary_id IS ?3")
+                .map_err(sql)?
+                .execute(params![new_id, row.pk, base])
+                .map_err(sql)?;
+            if swapped != 1 {
+                drop(tx); // rolls back the inserted candidate too
+                return Ok(Install::Rejected(Rejection::StaleBase {
+                    expected: candidate.base,
+                    active: row.active_summary_id,
+                }));
+            }
+            let summary = load_summary(&tx, row.pk, SummaryId(to_u64(new_id, "summary id")?))?
+                .ok_or_else(|| Error::Corrupt { what: format!("summary {new_id} vanished inside its transaction") })?;
+            tx.commit().map_err(sql)?;
+            Ok(Install::Installed(summary))
+        })
+        .await
+    }
+
+    async fn summaries(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Summary>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk
+                     WHERE s.run_pk = ?1 ORDER BY s.id"
+                ))
+                .map_err(sql)?;
+            let mut rows = stmt.query([row.pk]).map_err(sql)?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next().map_err(sql)? {
+                out.push(summary_from_row(r)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn summary(&self, tenant: &TenantId, id: SummaryId) -> Result<Summary, Error> {
+        let tenant = tenant.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk
+                     WHERE s.id = ?1 AND r.tenant_id = ?2"
+                ))
+                .map_err(sql)?;
+            let mut rows = stmt
+                .query(params![to_i64(id.0)?, tenant.as_str()])
+                .map_err(sql)?;
+            match rows.next().map_err(sql)? {
+                Some(r) => summary_from_row(r),
+                None => Err(Error::SummaryNotFound { id }),
+            }
+        })
+        .await
+    }
+
+    async fn context_parts(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            // One read transaction: run, summary and tail come from the same snapshot.
+            let tx = conn.transaction().map_err(sql)?;
+            let run = load_run(&tx, &tenant, &run)?;
+            let pk: i64 = tx
+                .prepare_cached("SELECT pk FROM runs WHERE tenant_id = ?1 AND id = ?2")
+                .map_err(sql)?
+                .query_row(params![tenant.as_str(), run.id.as_str()], |r| r.get(0))
+                .map_err(sql)?;
+            let summary = match run.active_summary_id {
+                Some(id) => Some(load_summary(&tx, pk, id)?.ok_or_else(|| Error::Corrupt {
+                    what: format!("run {} points at missing summary {id}", run.id),
+                })?),
+                None => None,
+            };
+            let from = summary.as_ref().map_or(Seq(1), |s| s.coverage.next());
+            let tail = read_entries(&tx, pk, from, None)?;
+            Ok((run, summary, tail))
+        })
+        .await
+    }
+}

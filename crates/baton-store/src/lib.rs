@@ -1,1 +1,285 @@
-//! placeholder
+//! The store: durable history, summary versions installed by compare-and-swap, and the reads
+//! context assembly needs.
+//!
+//! [`Store`] is the one seam between baton and its databases. Backends (`baton-sqlite`, and
+//! later `baton-postgres`) implement it with the same semantics and prove it by passing the
+//! [`conformance`] suite. The API is async so a networked backend fits without reshaping it.
+//!
+//! Roles:
+//! - [`Store`]: the trait, named after domain operations (`append`, `read_range`,
+//!   `install_summary`, `context`), never after SQL.
+//! - [`Install`] and [`Rejection`]: expected outcomes of an install, returned as values.
+//! - [`Error`]: what went wrong otherwise, naming the offending value.
+//!
+//! Every call is scoped by tenant: a run of tenant A does not exist for tenant B (not found, not
+//! forbidden). History is append-only: there is no method that updates or deletes a history row.
+//!
+//! ```no_run
+//! # async fn demo(store: &dyn baton_store::Store) -> Result<(), baton_store::Error> {
+//! use baton_core::{Message, Role, Seq, TenantId, RunId};
+//! use baton_store::{Candidate, Install, NewEntry, NewRun};
+//!
+//! let tenant = TenantId::default_tenant();
+//! let run = store.create_run(&tenant, &NewRun::default()).await?;
+//! let seqs = store
+//!     .append(&tenant, &run.id, &[NewEntry::estimated(Message::text(Role::User, "read-only, please"))])
+//!     .await?;
+//! let candidate = Candidate { base: None, cut: seqs[0], claims: vec![] };
+//! match store.install_summary(&tenant, &run.id, &candidate).await? {
+//!     Install::Installed(summary) => println!("installed {}", summary.id),
+//!     Install::Rejected(why) => println!("rejected: {why}"),
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod conformance;
+
+use async_trait::async_trait;
+use baton_core::units::ProtocolEvents;
+use baton_core::{
+    Claim, Context, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary,
+    SummaryId, TenantId, tokens,
+};
+
+/// A store of runs, history and summaries. Implementations must pass [`conformance`].
+///
+/// Contract, for every backend:
+/// - `append` assigns seqs `last + 1, last + 2, …` in one transaction: all of the batch or none,
+///   never a gap or a reuse, even with concurrent appenders on other connections or processes.
+/// - `install_summary` is one transaction that validates the candidate against the run's
+///   history and moves the run's pointer only if it still names `candidate.base`; on any
+///   rejection nothing is written.
+/// - `context` reads the run, the active summary and the tail after its coverage by index:
+///   its cost grows with the tail, not with the history.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates a run (and its tenant, on first use).
+    async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error>;
+
+    /// Reads a run.
+    async fn run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error>;
+
+    /// Lists a tenant's runs, oldest first.
+    async fn list_runs(&self, tenant: &TenantId) -> Result<Vec<Run>, Error>;
+
+    /// Marks an active run cancelled. Cancelling a cancelled run is a no-op; a completed run
+    /// cannot be cancelled.
+    async fn cancel_run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error>;
+
+    /// Appends a batch of messages to an active run in one transaction; returns their seqs.
+    async fn append(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entries: &[NewEntry],
+    ) -> Result<Vec<Seq>, Error>;
+
+    /// Reads the entries with `from ≤ seq ≤ to` (to the end when `to` is `None`), in order.
+    async fn read_range(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        from: Seq,
+        to: Option<Seq>,
+    ) -> Result<Vec<Entry>, Error>;
+
+    /// The tool-call ids of every message after `after`, in order, without reading bodies.
+    async fn protocol_window(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        after: Seq,
+    ) -> Result<Vec<ProtocolEvents>, Error>;
+
+    /// Validates and installs a candidate summary by compare-and-swap on the run's pointer.
+    async fn install_summary(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        candidate: &Candidate,
+    ) -> Result<Install, Error>;
+
+    /// Every summary version of a run, oldest first.
+    async fn summaries(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Summary>, Error>;
+
+    /// One summary version, if it belongs to one of the tenant's runs.
+    async fn summary(&self, tenant: &TenantId, id: SummaryId) -> Result<Summary, Error>;
+
+    /// The run's active summary (if any) and every entry after its coverage.
+    async fn context_parts(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error>;
+
+    /// The assembled context of the run: rules, goal, active summary, tail.
+    async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<Context, Error> {
+        let (run, summary, tail) = self.context_parts(tenant, run).await?;
+        Ok(baton_core::context::assemble(&run, summary.as_ref(), tail))
+    }
+}
+
+/// What a new run starts with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewRun {
+    /// Its id; the store generates one when `None`.
+    pub id: Option<RunId>,
+    /// What the agent is trying to do.
+    pub goal: Option<String>,
+    /// Standing instructions placed first in every context.
+    pub rules: Option<String>,
+}
+
+/// A message to append, with its token count computed by the caller's tokenizer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEntry {
+    /// The message.
+    pub message: Message,
+    /// Its token count.
+    pub tokens: u32,
+}
+
+impl NewEntry {
+    /// A message counted with the byte-based estimate of [`baton_core::tokens`].
+    pub fn estimated(message: Message) -> Self {
+        NewEntry {
+            tokens: tokens::estimate_message(&message),
+            message,
+        }
+    }
+}
+
+/// A candidate summary: what it claims, the cut it covers through, and the version it extends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The summary it was built from: the run's active summary when the builder started, or
+    /// `None` when the run had none.
+    pub base: Option<SummaryId>,
+    /// The last seq it covers. Must extend the base's coverage, name an existing seq, and be a
+    /// safe cut point.
+    pub cut: Seq,
+    /// Its claims; every `source_seq` must exist in the run at or before `cut`.
+    pub claims: Vec<Claim>,
+}
+
+/// The outcome of an install.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Install {
+    /// The candidate is now the run's active summary.
+    Installed(Summary),
+    /// Nothing was written.
+    Rejected(Rejection),
+}
+
+/// Why an install wrote nothing.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The run's active summary is no longer the candidate's base: another install won.
+    #[error("stale base: the candidate was built on {}, but the active summary is {}", fmt_base(*.expected), fmt_base(*.active))]
+    StaleBase {
+        /// The base the candidate named.
+        expected: Option<SummaryId>,
+        /// The run's active summary now.
+        active: Option<SummaryId>,
+    },
+    /// The candidate or its cut is invalid.
+    #[error("invalid candidate: {0}")]
+    Invalid(InvalidCandidate),
+    /// The run is cancelled or completed; an install never reactivates it.
+    #[error("run is {}, not active: summaries are installed only on active runs", .status.as_str())]
+    RunNotActive {
+        /// The run's status.
+        status: RunStatus,
+    },
+}
+
+fn fmt_base(id: Option<SummaryId>) -> String {
+    match id {
+        Some(id) => format!("summary {id}"),
+        None => "none".to_owned(),
+    }
+}
+
+/// What went wrong, other than an expected rejection.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The tenant has never created a run.
+    #[error("unknown tenant {tenant:?}")]
+    UnknownTenant {
+        /// The tenant named.
+        tenant: TenantId,
+    },
+    /// No such run for this tenant.
+    #[error("run {run:?} not found")]
+    RunNotFound {
+        /// The run named.
+        run: RunId,
+    },
+    /// No such summary among this tenant's runs.
+    #[error("summary {id} not found")]
+    SummaryNotFound {
+        /// The summary named.
+        id: SummaryId,
+    },
+    /// A run with this id already exists for the tenant.
+    #[error("run {run:?} already exists")]
+    RunExists {
+        /// The run named.
+        run: RunId,
+    },
+    /// The run no longer takes writes.
+    #[error("run {run:?} is {}: it takes no more writes", .status.as_str())]
+    RunNotActive {
+        /// The run named.
+        run: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// The database was not created by baton.
+    #[error("{path}: not a baton database ({detail})")]
+    NotABatonDatabase {
+        /// Where it is.
+        path: String,
+        /// What gave it away.
+        detail: String,
+    },
+    /// The database was written by a newer baton.
+    #[error(
+        "{path}: schema version {found} is newer than this baton supports ({supported}); upgrade baton"
+    )]
+    SchemaTooNew {
+        /// Where it is.
+        path: String,
+        /// The database's schema version.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// A stored value could not be read back.
+    #[error("corrupt store: {what}")]
+    Corrupt {
+        /// What and where.
+        what: String,
+    },
+    /// An id read or built by the store is not a valid id.
+    #[error(transparent)]
+    InvalidId(#[from] baton_core::Error),
+    /// The database driver failed.
+    #[error("database: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Wraps a driver error.
+    pub fn backend(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Backend(Box::new(err))
+    }
+}
+
+/// A new run id: a time-ordered UUID (v7), so generated ids sort by creation time.
+pub fn generate_run_id() -> Result<RunId, Error> {
+    Ok(RunId::new(uuid::Uuid::now_v7().to_string())?)
+}

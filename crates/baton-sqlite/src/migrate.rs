@@ -1,0 +1,102 @@
+//! Versioned migrations, applied at open.
+//!
+//! The schema version lives in `PRAGMA user_version`; `PRAGMA application_id` marks the file as
+//! baton's, so a stranger's database is refused instead of being written into. Each migration
+//! runs in one `BEGIN IMMEDIATE` transaction that re-reads the version first, so several
+//! processes opening a new file at once apply each migration exactly once.
+
+use std::path::Path;
+
+use baton_store::Error;
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::db_error;
+
+/// `PRAGMA application_id` of a baton database: "batn" in ASCII.
+pub const APPLICATION_ID: i32 = 0x6261_746e;
+
+/// The migrations, in order; migration `i` brings the schema to version `i + 1`.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+struct Header {
+    application_id: i32,
+    user_version: i64,
+    objects: i64,
+}
+
+fn header(conn: &Connection, path: &Path) -> Result<Header, Error> {
+    let err = |e| db_error(path, e);
+    Ok(Header {
+        application_id: conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(err)?,
+        user_version: conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err)?,
+        objects: conn
+            .query_row("SELECT COUNT(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(err)?,
+    })
+}
+
+fn check(h: &Header, path: &Path) -> Result<(), Error> {
+    let fresh = h.application_id == 0 && h.user_version == 0 && h.objects == 0;
+    if !fresh && h.application_id != APPLICATION_ID {
+        return Err(Error::NotABatonDatabase {
+            path: path.display().to_string(),
+            detail: format!(
+                "application_id is {:#x}, not baton's {APPLICATION_ID:#x}",
+                h.application_id
+            ),
+        });
+    }
+    if h.user_version > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            path: path.display().to_string(),
+            found: h.user_version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Checks the file is baton's (or empty) and applies the missing migrations.
+pub(crate) fn run(conn: &Connection, path: &Path) -> Result<(), Error> {
+    let err = |e| db_error(path, e);
+    let before = header(conn, path)?;
+    check(&before, path)?;
+    if before.user_version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // WAL is a property of the file and cannot be set inside a transaction.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(path = %path.display(), mode, "sqlite refused WAL mode");
+    }
+    loop {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let now = header(&tx, path)?;
+        check(&now, path)?;
+        let version = now.user_version;
+        let Some(sql) = usize::try_from(version)
+            .ok()
+            .and_then(|v| MIGRATIONS.get(v))
+        else {
+            return Ok(()); // another process finished the migrations while we waited
+        };
+        tx.execute_batch(sql).map_err(err)?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {};",
+            version + 1
+        ))
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        tracing::info!(path = %path.display(), version = version + 1, "migrated");
+    }
+}

@@ -1,0 +1,963 @@
+//! The conformance suite: the store contract, written once, run against every backend.
+//!
+//! A backend's integration tests implement [`Harness`] (how to open *the same* database again,
+//! with fresh connections) and expand [`conformance_tests!`](crate::conformance_tests) with it.
+//! Each test opens its own database, so they run in parallel. Reopening proves durability: what
+//! a test checks after [`Harness::open`] was read back from storage, not from memory.
+//!
+//! These functions are test code that ships in the library so every backend crate can run it;
+//! they panic on a broken contract, as tests do.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::{
+    Claim, ClaimKind, ContentBlock, InvalidCandidate, Message, Role, RunId, RunStatus, Seq,
+    SummaryId, TenantId,
+};
+
+use crate::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+
+/// A backend under test: one database, opened as many times as a test asks.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// Opens the harness's database with fresh connections. Every call reaches the same data.
+    async fn open(&self) -> Arc<dyn Store>;
+}
+
+/// Expands to one `#[tokio::test]` per conformance test, each with a fresh harness from
+/// `$make_harness` (an expression evaluated once per test).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make_harness:expr) => {
+        $crate::conformance_tests!(@each $make_harness;
+            runs_lifecycle,
+            run_ids_are_unique_per_tenant,
+            tenants_are_isolated,
+            append_assigns_gap_free_seqs_that_survive_reopen,
+            append_to_a_cancelled_run_is_refused,
+            read_range_is_inclusive_and_bounded,
+            seed_scenario_stale_base_is_rejected,
+            first_summary_needs_base_none,
+            invalid_candidates_write_nothing,
+            unsafe_cut_is_refused,
+            install_on_cancelled_run_is_refused,
+            concurrent_installs_on_one_base_have_one_winner,
+            concurrent_appends_stay_gap_free,
+            context_reads_summary_and_tail,
+            context_flags_orphan_tool_results
+        );
+    };
+    (@each $make_harness:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let harness = $make_harness;
+                $crate::conformance::$name(&harness).await;
+            }
+        )*
+    };
+}
+
+fn tenant(name: &str) -> TenantId {
+    TenantId::new(name).unwrap()
+}
+
+fn run_id(name: &str) -> RunId {
+    RunId::new(name).unwrap()
+}
+
+fn text(role: Role, s: &str) -> NewEntry {
+    NewEntry::estimated(Message::text(role, s))
+}
+
+fn tool_call(id: &str) -> NewEntry {
+    NewEntry::estimated(Message {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            input: serde_json::json!({"path": "src/main.rs"}),
+        }],
+    })
+}
+
+fn tool_result(id: &str) -> NewEntry {
+    NewEntry::estimated(Message {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: id.into(),
+            content: vec![ContentBlock::Text {
+                text: "fn main() {}".into(),
+            }],
+            is_error: false,
+        }],
+    })
+}
+
+fn claim(kind: ClaimKind, text: &str, seq: u64) -> Claim {
+    Claim {
+        kind,
+        text: text.into(),
+        source_seq: Seq(seq),
+    }
+}
+
+async fn new_run(store: &dyn Store, t: &TenantId, id: &str) -> RunId {
+    let new = NewRun {
+        id: Some(run_id(id)),
+        ..NewRun::default()
+    };
+    store.create_run(t, &new).await.unwrap().id
+}
+
+async fn install(store: &dyn Store, t: &TenantId, run: &RunId, c: Candidate) -> Install {
+    store.install_summary(t, run, &c).await.unwrap()
+}
+
+fn installed(outcome: Install) -> SummaryId {
+    match outcome {
+        Install::Installed(s) => s.id,
+        Install::Rejected(why) => panic!("expected an install, got: {why}"),
+    }
+}
+
+fn invalid(outcome: Install) -> InvalidCandidate {
+    match outcome {
+        Install::Rejected(Rejection::Invalid(why)) => why,
+        other => panic!("expected an invalid candidate, got {other:?}"),
+    }
+}
+
+pub async fn runs_lifecycle(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let new = NewRun {
+        id: None,
+        goal: Some("diagnose the connection failure".into()),
+        rules: Some("read-only".into()),
+    };
+    let run = store.create_run(&t, &new).await.unwrap();
+    assert_eq!(run.status, RunStatus::Active);
+    assert_eq!(run.tenant, t);
+    assert_eq!(run.last_seq, Seq::ZERO);
+    assert_eq!(run.active_summary_id, None);
+    let second = new_run(&*store, &t, "second").await;
+    drop(store);
+
+    let store = h.open().await;
+    let got = store.run(&t, &run.id).await.unwrap();
+    assert_eq!(got.goal.as_deref(), Some("diagnose the connection failure"));
+    assert_eq!(got.rules.as_deref(), Some("read-only"));
+    let listed: Vec<_> = store
+        .list_runs(&t)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, vec![run.id.clone(), second]);
+
+    let cancelled = store.cancel_run(&t, &run.id).await.unwrap();
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
+    // Cancelling twice is a no-op.
+    assert_eq!(
+        store.cancel_run(&t, &run.id).await.unwrap().status,
+        RunStatus::Cancelled
+    );
+    let err = store.run(&t, &run_id("nope")).await.unwrap_err();
+    assert!(matches!(err, Error::RunNotFound { .. }), "{err}");
+}
+
+pub async fn run_ids_are_unique_per_tenant(h: &dyn Harness) {
+    let store = h.open().await;
+    let (a, b) = (tenant("a"), tenant("b"));
+    new_run(&*store, &a, "r-1").await;
+    let again = store
+        .create_run(
+            &a,
+            &NewRun {
+                id: Some(run_id("r-1")),
+                ..NewRun::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(again, Error::RunExists { .. }), "{again}");
+    // The same id in another tenant is another run.
+    new_run(&*store, &b, "r-1").await;
+    let g1 = store.create_run(&a, &NewRun::default()).await.unwrap().id;
+    let g2 = store.create_run(&a, &NewRun::default()).await.unwrap().id;
+    assert_ne!(g1, g2);
+}
+
+pub async fn tenants_are_isolated(h: &dyn Harness) {
+    let store = h.open().await;
+    let (a, b) = (tenant("a"), tenant("b"));
+    let run = new_run(&*store, &a, "secret").await;
+    store
+        .append(&a, &run, &[text(Role::User, "a's data")])
+        .await
+        .unwrap();
+    let sid = installed(
+        install(
+            &*store,
+            &a,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(1),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+    new_run(&*store, &b, "other").await;
+
+    let not_found = |e: Error| matches!(e, Error::RunNotFound { .. });
+    assert!(not_found(store.run(&b, &run).await.unwrap_err()));
+    assert!(not_found(
+        store.read_range(&b, &run, Seq(1), None).await.unwrap_err()
+    ));
+    assert!(not_found(
+        store
+            .append(&b, &run, &[text(Role::User, "x")])
+            .await
+            .unwrap_err()
+    ));
+    assert!(not_found(store.context(&b, &run).await.unwrap_err()));
+    assert!(not_found(store.summaries(&b, &run).await.unwrap_err()));
+    assert!(not_found(store.cancel_run(&b, &run).await.unwrap_err()));
+    let c = Candidate {
+        base: Some(sid),
+        cut: Seq(1),
+        claims: vec![],
+    };
+    assert!(not_found(
+        store.install_summary(&b, &run, &c).await.unwrap_err()
+    ));
+    assert!(matches!(
+        store.summary(&b, sid).await.unwrap_err(),
+        Error::SummaryNotFound { .. }
+    ));
+    assert!(
+        store
+            .list_runs(&b)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.id != run)
+    );
+    let unknown = store.list_runs(&tenant("nobody")).await.unwrap_err();
+    assert!(matches!(unknown, Error::UnknownTenant { .. }), "{unknown}");
+    // And a's data is untouched by b's attempts.
+    assert_eq!(
+        store
+            .read_range(&a, &run, Seq(1), None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(store.run(&a, &run).await.unwrap().status, RunStatus::Active);
+}
+
+pub async fn append_assigns_gap_free_seqs_that_survive_reopen(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    let first = store
+        .append(
+            &t,
+            &run,
+            &[text(Role::User, "one"), text(Role::Assistant, "two")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(first, vec![Seq(1), Seq(2)]);
+    assert_eq!(store.append(&t, &run, &[]).await.unwrap(), vec![]);
+    let next = store
+        .append(&t, &run, &[text(Role::User, "three")])
+        .await
+        .unwrap();
+    assert_eq!(next, vec![Seq(3)]);
+    drop(store);
+
+    let store = h.open().await;
+    let entries = store.read_range(&t, &run, Seq(1), None).await.unwrap();
+    let seqs: Vec<_> = entries.iter().map(|e| e.seq.0).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(entries[1].message, Message::text(Role::Assistant, "two"));
+    assert!(entries.iter().all(|e| e.tokens > 0));
+    assert_eq!(store.run(&t, &run).await.unwrap().last_seq, Seq(3));
+    // A second run numbers from 1 on its own.
+    let other = new_run(&*store, &t, "r2").await;
+    assert_eq!(
+        store
+            .append(&t, &other, &[text(Role::User, "x")])
+            .await
+            .unwrap(),
+        vec![Seq(1)]
+    );
+}
+
+pub async fn append_to_a_cancelled_run_is_refused(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    store
+        .append(&t, &run, &[text(Role::User, "one")])
+        .await
+        .unwrap();
+    store.cancel_run(&t, &run).await.unwrap();
+    let err = store
+        .append(&t, &run, &[text(Role::User, "two")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::RunNotActive {
+                status: RunStatus::Cancelled,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        store
+            .read_range(&t, &run, Seq(1), None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+pub async fn read_range_is_inclusive_and_bounded(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    let batch: Vec<_> = (1..=10)
+        .map(|i| text(Role::User, &format!("m{i}")))
+        .collect();
+    store.append(&t, &run, &batch).await.unwrap();
+    let seqs = |v: Vec<baton_core::Entry>| v.into_iter().map(|e| e.seq.0).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(
+            store
+                .read_range(&t, &run, Seq(3), Some(Seq(5)))
+                .await
+                .unwrap()
+        ),
+        [3, 4, 5]
+    );
+    assert_eq!(
+        seqs(store.read_range(&t, &run, Seq(9), None).await.unwrap()),
+        [9, 10]
+    );
+    assert!(
+        store
+            .read_range(&t, &run, Seq(11), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .read_range(&t, &run, Seq(5), Some(Seq(4)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let window = store.protocol_window(&t, &run, Seq(8)).await.unwrap();
+    assert_eq!(window.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [9, 10]);
+}
+
+/// Seed 000, "Un caso completo": two summaries race on one base while message 5 arrives.
+pub async fn seed_scenario_stale_base_is_rejected(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r-1").await;
+    let originals = [
+        "La ejecución es de solo lectura.",
+        "Empieza la investigación de red.",
+        "La API resuelve el nombre db.",
+        "Falta comprobar el puerto configurado.",
+    ];
+    let batch: Vec<_> = originals.iter().map(|s| text(Role::User, s)).collect();
+    store.append(&t, &run, &batch).await.unwrap();
+    let initial = vec![claim(ClaimKind::Constraint, "Solo lectura", 1)];
+    let base = installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(2),
+                claims: initial.clone(),
+            },
+        )
+        .await,
+    );
+
+    let mut a = initial.clone();
+    a.push(claim(ClaimKind::Verified, "El nombre db se resuelve", 3));
+    let mut b = initial;
+    b.push(claim(ClaimKind::NextStep, "Continuar diagnóstico DNS", 2));
+    // Message 5 arrives while A and B are being prepared.
+    store
+        .append(
+            &t,
+            &run,
+            &[text(Role::User, "El usuario pide revisar TLS.")],
+        )
+        .await
+        .unwrap();
+    let a_id = installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: Some(base),
+                cut: Seq(4),
+                claims: a,
+            },
+        )
+        .await,
+    );
+    match install(
+        &*store,
+        &t,
+        &run,
+        Candidate {
+            base: Some(base),
+            cut: Seq(3),
+            claims: b,
+        },
+    )
+    .await
+    {
+        Install::Rejected(Rejection::StaleBase { expected, active }) => {
+            assert_eq!(expected, Some(base));
+            assert_eq!(active, Some(a_id));
+        }
+        other => panic!("B must be rejected as stale, got {other:?}"),
+    }
+    drop(store);
+
+    let store = h.open().await;
+    let ctx = store.context(&t, &run).await.unwrap();
+    let summary = ctx.summary.as_ref().unwrap();
+    assert_eq!(summary.id, a_id);
+    assert_eq!(summary.coverage, Seq(4));
+    assert!(
+        summary
+            .claims
+            .iter()
+            .any(|c| c.source_seq == Seq(1) && c.text == "Solo lectura")
+    );
+    assert_eq!(
+        ctx.messages.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [Seq(5)]
+    );
+    assert_eq!(
+        store
+            .read_range(&t, &run, Seq(1), None)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+    let versions = store.summaries(&t, &run).await.unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[1].previous_id, Some(base));
+    assert_eq!(store.summary(&t, a_id).await.unwrap().coverage, Seq(4));
+}
+
+pub async fn first_summary_needs_base_none(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                text(Role::User, "a"),
+                text(Role::User, "b"),
+                text(Role::User, "c"),
+            ],
+        )
+        .await
+        .unwrap();
+    let first = installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(1),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+    // Base "none" once the run has an active summary is stale, not invalid.
+    match install(
+        &*store,
+        &t,
+        &run,
+        Candidate {
+            base: None,
+            cut: Seq(2),
+            claims: vec![],
+        },
+    )
+    .await
+    {
+        Install::Rejected(Rejection::StaleBase {
+            expected: None,
+            active,
+        }) => assert_eq!(active, Some(first)),
+        other => panic!("expected stale base, got {other:?}"),
+    }
+    assert_eq!(store.summaries(&t, &run).await.unwrap().len(), 1);
+}
+
+pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    let other = new_run(&*store, &t, "other").await;
+    let batch: Vec<_> = (1..=4)
+        .map(|i| text(Role::User, &format!("m{i}")))
+        .collect();
+    store.append(&t, &run, &batch).await.unwrap();
+    let long: Vec<_> = (1..=9)
+        .map(|i| text(Role::User, &format!("o{i}")))
+        .collect();
+    store.append(&t, &other, &long).await.unwrap();
+    let base = installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(2),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+    let other_base = installed(
+        install(
+            &*store,
+            &t,
+            &other,
+            Candidate {
+                base: None,
+                cut: Seq(1),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+
+    let ok = |seq| vec![claim(ClaimKind::Verified, "fine", seq)];
+    let cases: Vec<(Candidate, fn(&InvalidCandidate) -> bool)> = vec![
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(9),
+                claims: ok(1),
+            },
+            |e| matches!(e, InvalidCandidate::CutNotFound { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(2),
+                claims: ok(1),
+            },
+            |e| matches!(e, InvalidCandidate::CutNotBeyondBase { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(1),
+                claims: ok(1),
+            },
+            |e| matches!(e, InvalidCandidate::CutNotBeyondBase { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(3),
+                claims: ok(4),
+            },
+            |e| matches!(e, InvalidCandidate::SourceAfterCut { .. }),
+        ),
+        // seq 7 exists in the other run only.
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(4),
+                claims: ok(7),
+            },
+            |e| matches!(e, InvalidCandidate::SourceNotFound { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(4),
+                claims: ok(0),
+            },
+            |e| matches!(e, InvalidCandidate::SourceNotFound { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(other_base),
+                cut: Seq(4),
+                claims: ok(1),
+            },
+            |e| matches!(e, InvalidCandidate::BaseNotInRun { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(SummaryId(987_654)),
+                cut: Seq(4),
+                claims: ok(1),
+            },
+            |e| matches!(e, InvalidCandidate::BaseNotInRun { .. }),
+        ),
+        (
+            Candidate {
+                base: Some(base),
+                cut: Seq(4),
+                claims: vec![claim(ClaimKind::Note, " ", 1)],
+            },
+            |e| matches!(e, InvalidCandidate::EmptyText { .. }),
+        ),
+    ];
+    for (candidate, expected) in cases {
+        let why = invalid(install(&*store, &t, &run, candidate.clone()).await);
+        assert!(expected(&why), "{candidate:?}: unexpected rejection {why}");
+    }
+    drop(store);
+    let store = h.open().await;
+    assert_eq!(store.summaries(&t, &run).await.unwrap().len(), 1);
+    assert_eq!(
+        store.run(&t, &run).await.unwrap().active_summary_id,
+        Some(base)
+    );
+    // A valid candidate still goes through afterwards.
+    installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: Some(base),
+                cut: Seq(4),
+                claims: ok(1),
+            },
+        )
+        .await,
+    );
+}
+
+pub async fn unsafe_cut_is_refused(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                text(Role::User, "read main"),
+                tool_call("t1"),
+                tool_result("t1"),
+                text(Role::Assistant, "done"),
+            ],
+        )
+        .await
+        .unwrap();
+    let why = invalid(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(2),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+    assert!(
+        matches!(why, InvalidCandidate::UnsafeCut { cut: Seq(2), .. }),
+        "{why}"
+    );
+    assert!(
+        why.to_string()
+            .contains("nearest safe cut at or before it is 1"),
+        "{why}"
+    );
+    assert!(store.summaries(&t, &run).await.unwrap().is_empty());
+    installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(3),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+}
+
+pub async fn install_on_cancelled_run_is_refused(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "r").await;
+    store
+        .append(&t, &run, &[text(Role::User, "a")])
+        .await
+        .unwrap();
+    store.cancel_run(&t, &run).await.unwrap();
+    match install(
+        &*store,
+        &t,
+        &run,
+        Candidate {
+            base: None,
+            cut: Seq(1),
+            claims: vec![],
+        },
+    )
+    .await
+    {
+        Install::Rejected(Rejection::RunNotActive {
+            status: RunStatus::Cancelled,
+        }) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let after = store.run(&t, &run).await.unwrap();
+    assert_eq!(after.status, RunStatus::Cancelled);
+    assert_eq!(after.active_summary_id, None);
+}
+
+pub async fn concurrent_installs_on_one_base_have_one_winner(h: &dyn Harness) {
+    let t = TenantId::default_tenant();
+    let store = h.open().await;
+    let run = new_run(&*store, &t, "race").await;
+    let batch: Vec<_> = (1..=40)
+        .map(|i| text(Role::User, &format!("m{i}")))
+        .collect();
+    store.append(&t, &run, &batch).await.unwrap();
+    let base = installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(1),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+
+    let mut tasks = Vec::new();
+    for i in 0..16u64 {
+        // Each contender has its own connections.
+        let store = h.open().await;
+        let (t, run) = (t.clone(), run.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = Candidate {
+                base: Some(base),
+                cut: Seq(2 + i),
+                claims: vec![claim(ClaimKind::Note, "contender", 1 + i)],
+            };
+            store.install_summary(&t, &run, &c).await.unwrap()
+        }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Install::Installed(s) => winners.push(s.id),
+            Install::Rejected(Rejection::StaleBase { expected, .. }) => {
+                assert_eq!(expected, Some(base))
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one install wins");
+    let store = h.open().await;
+    assert_eq!(
+        store.run(&t, &run).await.unwrap().active_summary_id,
+        Some(winners[0])
+    );
+    assert_eq!(
+        store.summaries(&t, &run).await.unwrap().len(),
+        2,
+        "losers leave no rows"
+    );
+    assert_eq!(
+        store
+            .read_range(&t, &run, Seq(1), None)
+            .await
+            .unwrap()
+            .len(),
+        40
+    );
+}
+
+pub async fn concurrent_appends_stay_gap_free(h: &dyn Harness) {
+    let t = TenantId::default_tenant();
+    let store = h.open().await;
+    let run = new_run(&*store, &t, "busy").await;
+    let (writers, batches) = (8, 10);
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let store = h.open().await;
+        let (t, run) = (t.clone(), run.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for b in 0..batches {
+                let batch = vec![
+                    text(Role::User, &format!("w{w}b{b}m0")),
+                    text(Role::User, &format!("w{w}b{b}m1")),
+                ];
+                let seqs = store.append(&t, &run, &batch).await.unwrap();
+                assert_eq!(seqs[1].0, seqs[0].0 + 1, "a batch is contiguous");
+                got.extend(seqs);
+            }
+            got
+        }));
+    }
+    let mut all = BTreeSet::new();
+    for task in tasks {
+        for seq in task.await.unwrap() {
+            assert!(all.insert(seq), "seq {seq} assigned twice");
+        }
+    }
+    let n = (writers * batches * 2) as u64;
+    assert_eq!(all, (1..=n).map(Seq).collect::<BTreeSet<_>>());
+    let entries = h
+        .open()
+        .await
+        .read_range(&t, &run, Seq(1), None)
+        .await
+        .unwrap();
+    let texts: BTreeSet<_> = entries.iter().map(|e| e.message.plain_text()).collect();
+    assert_eq!(texts.len() as u64, n, "every message stored exactly once");
+}
+
+pub async fn context_reads_summary_and_tail(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let new = NewRun {
+        id: Some(run_id("ctx")),
+        goal: Some("ship it".into()),
+        rules: Some("be brief".into()),
+    };
+    let run = store.create_run(&t, &new).await.unwrap().id;
+    let batch: Vec<_> = (1..=6)
+        .map(|i| text(Role::User, &format!("m{i}")))
+        .collect();
+    store.append(&t, &run, &batch).await.unwrap();
+    let plain = store.context(&t, &run).await.unwrap();
+    assert!(plain.summary.is_none());
+    assert_eq!(plain.messages.len(), 6);
+    let sum: u64 = plain.messages.iter().map(|e| u64::from(e.tokens)).sum();
+    assert!(plain.tokens > sum, "rules and goal are counted too");
+
+    installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(4),
+                claims: vec![claim(ClaimKind::Goal, "ship it", 1)],
+            },
+        )
+        .await,
+    );
+    let ctx = store.context(&t, &run).await.unwrap();
+    assert_eq!(ctx.goal.as_deref(), Some("ship it"));
+    assert_eq!(ctx.rules.as_deref(), Some("be brief"));
+    assert_eq!(
+        ctx.messages.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+        [5, 6]
+    );
+    assert!(ctx.tokens < plain.tokens + 50);
+}
+
+pub async fn context_flags_orphan_tool_results(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "orphan").await;
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                text(Role::User, "hi"),
+                tool_result("ghost"),
+                text(Role::Assistant, "ok"),
+            ],
+        )
+        .await
+        .unwrap();
+    let ctx = store.context(&t, &run).await.unwrap();
+    assert_eq!(ctx.messages.len(), 3, "history keeps what happened");
+    assert!(matches!(
+        &ctx.problems[..],
+        [baton_core::units::Problem::OrphanResult { seq: Seq(2), .. }]
+    ));
+    // No cut may keep the orphan.
+    let why = invalid(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(1),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+    assert!(matches!(why, InvalidCandidate::UnsafeCut { .. }), "{why}");
+    installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(2),
+                claims: vec![],
+            },
+        )
+        .await,
+    );
+}
