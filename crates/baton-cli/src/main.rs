@@ -1,1 +1,61 @@
-fn main() {}
+//! The `baton` binary: parses the command line, runs the command, prints
+//! `baton: error: …` on one line and exits with the documented code (see `exit`).
+
+mod args;
+mod commands;
+mod demo;
+mod exit;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&anyhow::Error::new(err).context("starting the async runtime")),
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = runtime.block_on(commands::execute(cli, &mut out));
+    let flushed = out.flush().map_err(anyhow::Error::new);
+    match result.and(flushed) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(err) if exit::is_broken_pipe(&err) => ExitCode::from(exit::OK),
+        Err(err) => fail(&err),
+    }
+}
+
+#[allow(clippy::print_stderr)] // the one place the binary reports an error
+fn fail(err: &anyhow::Error) -> ExitCode {
+    eprintln!("baton: error: {err:#}");
+    ExitCode::from(exit::code(err))
+}
+
+/// Diagnostics go to stderr, filtered by `BATON_LOG` (else `RUST_LOG`), warnings by default.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,147 @@
+//! The command line, as clap derive types. Parsing only; `commands` does the work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// baton: durable, bounded context for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The store: a SQLite file path (or `sqlite://PATH`). Default: `$BATON_DB`, else
+    /// `$XDG_DATA_HOME/baton/baton.db`, created on first use.
+    #[arg(long, global = true, env = "BATON_DB", value_name = "PATH")]
+    pub db: Option<String>,
+
+    /// The tenant every read and write is scoped to.
+    #[arg(
+        long,
+        global = true,
+        env = "BATON_TENANT",
+        default_value = "default",
+        value_name = "T"
+    )]
+    pub tenant: String,
+
+    /// Print one JSON object on stdout instead of text for people.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, list, show and cancel runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Append messages (JSONL, Anthropic or OpenAI shape) to a run; prints the seqs assigned.
+    Append(AppendArgs),
+    /// Print a run's history, or check its tool-call pairing.
+    History(HistoryArgs),
+    /// Install, list and show summary versions.
+    #[command(subcommand)]
+    Summary(SummaryCommand),
+    /// Print the context the next model call would receive.
+    Context(RunArg),
+    /// Walk through seed 000's scenario (two racing summaries, a late message) on the store.
+    Demo,
+}
+
+/// `baton runs …`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Create a run.
+    Create(CreateRunArgs),
+    /// List the tenant's runs.
+    List,
+    /// Show one run.
+    Show(RunArg),
+    /// Cancel a run: it takes no more messages or summaries.
+    Cancel(RunArg),
+}
+
+/// Arguments of `runs create`.
+#[derive(Debug, Args)]
+pub struct CreateRunArgs {
+    /// The run's id (letters, digits, `-`, `_`, `.`, `:`); generated when absent.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// What the agent is trying to do.
+    #[arg(long)]
+    pub goal: Option<String>,
+    /// A file of standing rules, placed first in every context.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+}
+
+/// A run id argument.
+#[derive(Debug, Args)]
+pub struct RunArg {
+    /// The run.
+    pub run: String,
+}
+
+/// Arguments of `append`.
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// The run.
+    pub run: String,
+    /// The JSONL file to read; standard input when absent or `-`.
+    #[arg(long, short, value_name = "F")]
+    pub file: Option<PathBuf>,
+}
+
+/// Arguments of `history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The run.
+    pub run: String,
+    /// First seq to print.
+    #[arg(long, value_name = "N")]
+    pub from: Option<u64>,
+    /// Last seq to print.
+    #[arg(long, value_name = "M")]
+    pub to: Option<u64>,
+    /// Report orphan tool results, dangling tool calls and reused ids instead of the messages;
+    /// exits 1 when there is any.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `baton summary …`
+#[derive(Debug, Subcommand)]
+pub enum SummaryCommand {
+    /// Install a candidate summary by compare-and-swap on the run's active summary.
+    Install(InstallArgs),
+    /// List a run's summary versions.
+    List(RunArg),
+    /// Show one summary version.
+    Show(SummaryArg),
+}
+
+/// Arguments of `summary install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The run.
+    pub run: String,
+    /// The summary the candidate was built on: its id, or `none` when the run had none.
+    #[arg(long, value_name = "ID|none")]
+    pub base: String,
+    /// The last seq the candidate covers.
+    #[arg(long, value_name = "SEQ")]
+    pub cut: u64,
+    /// The candidate: a JSON list of claims `{"kind","text","source_seq"}`.
+    #[arg(long, short, value_name = "CANDIDATE.json")]
+    pub file: PathBuf,
+}
+
+/// A summary id argument.
+#[derive(Debug, Args)]
+pub struct SummaryArg {
+    /// The summary id.
+    pub id: u64,
+}

@@ -1,0 +1,509 @@
+//! What each subcommand does. Handlers write data to `out` and return errors; `main` prints the
+//! errors and picks the exit code.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow};
+use baton_core::units::ProtocolMap;
+use baton_core::{ContentBlock, Entry, Message, Run, RunId, Seq, Summary, SummaryId, TenantId};
+use baton_sqlite::SqliteStore;
+use baton_store::{Candidate, Install, NewEntry, NewRun, Store};
+use serde_json::json;
+
+use crate::args::{
+    AppendArgs, Cli, Command, CreateRunArgs, HistoryArgs, InstallArgs, RunsCommand, SummaryCommand,
+};
+use crate::exit::InvalidInput;
+
+/// Everything a handler needs.
+pub struct Env {
+    /// The store `--db` names.
+    pub store: Arc<dyn Store>,
+    /// The tenant `--tenant` names.
+    pub tenant: TenantId,
+    /// Whether `--json` is on.
+    pub json: bool,
+}
+
+/// The default database: `$XDG_DATA_HOME/baton/baton.db` (or the platform's equivalent).
+pub fn default_db() -> anyhow::Result<PathBuf> {
+    let base = directories::BaseDirs::new()
+        .ok_or_else(|| anyhow!("no home directory: pass --db PATH or set BATON_DB"))?;
+    Ok(base.data_dir().join("baton").join("baton.db"))
+}
+
+/// Opens the store a `--db` value names.
+pub async fn open_store(db: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+    let path = match db {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            return Err(InvalidInput(
+                "--db: PostgreSQL is not supported by this build yet; use a SQLite file path"
+                    .into(),
+            )
+            .into());
+        }
+        Some(url) => PathBuf::from(url.strip_prefix("sqlite://").unwrap_or(url)),
+        None => default_db()?,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating the directory {}", parent.display()))?;
+    }
+    let store = SqliteStore::open(&path)
+        .await
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// Runs one parsed command line.
+pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+    if let Command::Demo = cli.command {
+        // Boxed: the demo runs command lines through this same function.
+        return Box::pin(crate::demo::run(cli.db.as_deref(), out)).await;
+    }
+    let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
+    let store = open_store(cli.db.as_deref()).await?;
+    let env = Env {
+        store,
+        tenant,
+        json: cli.json,
+    };
+    match cli.command {
+        Command::Runs(RunsCommand::Create(args)) => create_run(&env, args, out).await,
+        Command::Runs(RunsCommand::List) => list_runs(&env, out).await,
+        Command::Runs(RunsCommand::Show(arg)) => show_run(&env, &arg.run, out).await,
+        Command::Runs(RunsCommand::Cancel(arg)) => cancel_run(&env, &arg.run, out).await,
+        Command::Append(args) => append(&env, args, out).await,
+        Command::History(args) => history(&env, args, out).await,
+        Command::Summary(SummaryCommand::Install(args)) => install(&env, args, out).await,
+        Command::Summary(SummaryCommand::List(arg)) => list_summaries(&env, &arg.run, out).await,
+        Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
+        Command::Context(arg) => context(&env, &arg.run, out).await,
+        Command::Demo => Ok(()),
+    }
+}
+
+fn run_id(s: &str) -> anyhow::Result<RunId> {
+    Ok(RunId::new(s)?)
+}
+
+fn print_json(out: &mut dyn Write, value: &serde_json::Value) -> anyhow::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn run_json(run: &Run) -> serde_json::Value {
+    json!({
+        "id": run.id,
+        "tenant": run.tenant,
+        "status": run.status,
+        "goal": run.goal,
+        "rules": run.rules,
+        "active_summary_id": run.active_summary_id,
+        "last_seq": run.last_seq,
+        "created_at": run.created_at,
+    })
+}
+
+fn print_run(out: &mut dyn Write, run: &Run) -> anyhow::Result<()> {
+    writeln!(out, "run       {}", run.id)?;
+    writeln!(out, "tenant    {}", run.tenant)?;
+    writeln!(out, "status    {}", run.status.as_str())?;
+    writeln!(out, "created   {}", run.created_at)?;
+    writeln!(out, "messages  {}", run.last_seq)?;
+    match run.active_summary_id {
+        Some(id) => writeln!(out, "summary   {id}")?,
+        None => writeln!(out, "summary   none")?,
+    }
+    if let Some(goal) = &run.goal {
+        writeln!(out, "goal      {goal}")?;
+    }
+    if let Some(rules) = &run.rules {
+        writeln!(out, "rules     {}", first_line(rules, 100))?;
+    }
+    Ok(())
+}
+
+async fn create_run(env: &Env, args: CreateRunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let rules = match &args.rules {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--rules: reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let new = NewRun {
+        id: args.id.as_deref().map(run_id).transpose().context("--id")?,
+        goal: args.goal,
+        rules,
+    };
+    let run = env.store.create_run(&env.tenant, &new).await?;
+    if env.json {
+        return print_json(out, &run_json(&run));
+    }
+    writeln!(out, "{}", run.id)?;
+    Ok(())
+}
+
+async fn list_runs(env: &Env, out: &mut dyn Write) -> anyhow::Result<()> {
+    let runs = match env.store.list_runs(&env.tenant).await {
+        Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
+        other => other?,
+    };
+    if env.json {
+        let runs: Vec<_> = runs.iter().map(run_json).collect();
+        return print_json(out, &json!({ "runs": runs }));
+    }
+    if runs.is_empty() {
+        writeln!(out, "no runs for tenant {}", env.tenant)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<38} {:<10} {:>8} {:>8}  created",
+        "id", "status", "messages", "summary"
+    )?;
+    for run in &runs {
+        let summary = run
+            .active_summary_id
+            .map_or("-".to_owned(), |id| id.to_string());
+        writeln!(
+            out,
+            "{:<38} {:<10} {:>8} {:>8}  {}",
+            run.id,
+            run.status.as_str(),
+            run.last_seq,
+            summary,
+            run.created_at
+        )?;
+    }
+    Ok(())
+}
+
+async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = env.store.run(&env.tenant, &run_id(run)?).await?;
+    if env.json {
+        return print_json(out, &run_json(&run));
+    }
+    print_run(out, &run)
+}
+
+async fn cancel_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = env.store.cancel_run(&env.tenant, &run_id(run)?).await?;
+    if env.json {
+        return print_json(out, &run_json(&run));
+    }
+    writeln!(out, "run {} is {}", run.id, run.status.as_str())?;
+    Ok(())
+}
+
+/// Reads JSONL messages; any bad line rejects the whole batch, naming the line.
+fn read_messages(reader: impl BufRead, source: &str) -> anyhow::Result<Vec<Message>> {
+    let mut messages = Vec::new();
+    for (index, line) in reader.lines().enumerate() {
+        let number = index + 1;
+        let line = line.with_context(|| format!("{source}: reading line {number}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|e| InvalidInput(format!("{source}: line {number}: not valid JSON: {e}")))?;
+        let message = baton_wire::parse_message(&value)
+            .map_err(|e| InvalidInput(format!("{source}: line {number}: {e}")))?;
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+async fn append(env: &Env, args: AppendArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    let messages = match args.file.as_deref().filter(|p| *p != Path::new("-")) {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("--file: opening {}", path.display()))?;
+            read_messages(std::io::BufReader::new(file), &path.display().to_string())?
+        }
+        None => read_messages(std::io::stdin().lock(), "stdin")?,
+    };
+    let entries: Vec<_> = messages.into_iter().map(NewEntry::estimated).collect();
+    let seqs = env.store.append(&env.tenant, &run, &entries).await?;
+    if env.json {
+        return print_json(out, &json!({ "seqs": seqs }));
+    }
+    match (seqs.first(), seqs.last()) {
+        (Some(first), Some(last)) if first == last => {
+            writeln!(out, "appended 1 message: seq {first}")?
+        }
+        (Some(first), Some(last)) => writeln!(
+            out,
+            "appended {} messages: seqs {first}..{last}",
+            seqs.len()
+        )?,
+        _ => writeln!(out, "appended nothing: the input had no messages")?,
+    }
+    Ok(())
+}
+
+/// One line describing a block, for people.
+fn describe_block(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text { text } => first_line(text, 160),
+        ContentBlock::Thinking { thinking, .. } => {
+            format!("(thinking) {}", first_line(thinking, 120))
+        }
+        ContentBlock::RedactedThinking { .. } => "(redacted thinking)".to_owned(),
+        ContentBlock::ToolUse { id, name, input } => {
+            format!(
+                "tool_use {name} [{id}] {}",
+                first_line(&input.to_string(), 100)
+            )
+        }
+        ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            let body: Vec<_> = content.iter().map(describe_block).collect();
+            let error = if *is_error { " error" } else { "" };
+            format!(
+                "tool_result [{tool_use_id}]{error} {}",
+                first_line(&body.join(" "), 100)
+            )
+        }
+        ContentBlock::Image { .. } => "(image)".to_owned(),
+        ContentBlock::Document { title, .. } => {
+            format!(
+                "(document{})",
+                title
+                    .as_deref()
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default()
+            )
+        }
+    }
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let more = line.len() < text.trim().len();
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max).collect();
+        return format!("{cut}…");
+    }
+    if more {
+        return format!("{line} …");
+    }
+    line.to_owned()
+}
+
+fn print_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
+    let role = entry.message.role.as_str();
+    let mut blocks = entry.message.content.iter();
+    match blocks.next() {
+        None => writeln!(out, "{:>6} {:<9} (empty)", entry.seq, role)?,
+        Some(first) => {
+            writeln!(
+                out,
+                "{:>6} {:<9} {}",
+                entry.seq,
+                role,
+                describe_block(first)
+            )?;
+            for block in blocks {
+                writeln!(out, "{:>6} {:<9} {}", "", "", describe_block(block))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    if args.check {
+        let window = env
+            .store
+            .protocol_window(&env.tenant, &run, Seq::ZERO)
+            .await?;
+        let map = ProtocolMap::analyze(Seq::ZERO, &window);
+        let problems = map.problems();
+        if env.json {
+            print_json(
+                out,
+                &json!({ "messages": window.len(), "problems": problems }),
+            )?;
+        } else if problems.is_empty() {
+            writeln!(out, "ok: {} messages, every tool call paired", window.len())?;
+        } else {
+            for problem in problems {
+                let line = match problem {
+                    baton_core::units::Problem::OrphanResult { seq, tool_use_id } => {
+                        format!(
+                            "seq {seq}: tool_result for {tool_use_id} has no tool_use in this run"
+                        )
+                    }
+                    baton_core::units::Problem::DanglingUse { seq, tool_use_id } => {
+                        format!("seq {seq}: tool_use {tool_use_id} has no tool_result")
+                    }
+                    baton_core::units::Problem::DuplicateUse { seq, tool_use_id } => {
+                        format!("seq {seq}: tool_use id {tool_use_id} was already used")
+                    }
+                };
+                writeln!(out, "{line}")?;
+            }
+        }
+        if !problems.is_empty() {
+            return Err(anyhow!(
+                "history check: {} tool-pairing problem(s) in run {run}",
+                problems.len()
+            ));
+        }
+        return Ok(());
+    }
+    let from = Seq(args.from.unwrap_or(1));
+    let entries = env
+        .store
+        .read_range(&env.tenant, &run, from, args.to.map(Seq))
+        .await?;
+    if env.json {
+        return print_json(out, &json!({ "messages": entries }));
+    }
+    for entry in &entries {
+        print_entry(out, entry)?;
+    }
+    Ok(())
+}
+
+async fn install(env: &Env, args: InstallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    let base = match args.base.as_str() {
+        "none" => None,
+        id => Some(SummaryId(id.parse().map_err(|_| {
+            InvalidInput(format!("--base {id:?}: expected a summary id or \"none\""))
+        })?)),
+    };
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("--file: reading {}", args.file.display()))?;
+    let claims = baton_core::claim::parse_candidate(&text)
+        .map_err(|e| InvalidInput(format!("{}: {e}", args.file.display())))?;
+    let candidate = Candidate {
+        base,
+        cut: Seq(args.cut),
+        claims,
+    };
+    match env
+        .store
+        .install_summary(&env.tenant, &run, &candidate)
+        .await?
+    {
+        Install::Installed(summary) => {
+            if env.json {
+                return print_json(out, &json!({ "id": summary.id }));
+            }
+            writeln!(out, "{}", summary.id)?;
+            Ok(())
+        }
+        Install::Rejected(why) => {
+            Err(anyhow::Error::new(why).context(format!("summary install on run {run}")))
+        }
+    }
+}
+
+fn summary_meta(summary: &Summary, active: Option<SummaryId>) -> serde_json::Value {
+    json!({
+        "id": summary.id,
+        "coverage": summary.coverage,
+        "previous_id": summary.previous_id,
+        "claims": summary.claims.len(),
+        "active": Some(summary.id) == active,
+        "created_at": summary.created_at,
+    })
+}
+
+async fn list_summaries(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(run)?;
+    let active = env.store.run(&env.tenant, &run).await?.active_summary_id;
+    let summaries = env.store.summaries(&env.tenant, &run).await?;
+    if env.json {
+        let list: Vec<_> = summaries.iter().map(|s| summary_meta(s, active)).collect();
+        return print_json(out, &json!({ "summaries": list }));
+    }
+    if summaries.is_empty() {
+        writeln!(out, "run {run} has no summaries")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {:>6} {:>8} {:>8} {:>6}  created",
+        "id", "coverage", "previous", "claims"
+    )?;
+    for s in &summaries {
+        let mark = if Some(s.id) == active { "*" } else { " " };
+        let previous = s.previous_id.map_or("-".to_owned(), |p| p.to_string());
+        writeln!(
+            out,
+            "{mark} {:>6} {:>8} {:>8} {:>6}  {}",
+            s.id,
+            s.coverage,
+            previous,
+            s.claims.len(),
+            s.created_at
+        )?;
+    }
+    Ok(())
+}
+
+async fn show_summary(env: &Env, id: u64, out: &mut dyn Write) -> anyhow::Result<()> {
+    let summary = env.store.summary(&env.tenant, SummaryId(id)).await?;
+    if env.json {
+        return print_json(out, &serde_json::to_value(&summary)?);
+    }
+    writeln!(out, "summary   {}", summary.id)?;
+    writeln!(out, "run       {}", summary.run)?;
+    writeln!(out, "coverage  1..={}", summary.coverage)?;
+    let previous = summary
+        .previous_id
+        .map_or("none".to_owned(), |p| p.to_string());
+    writeln!(out, "previous  {previous}")?;
+    writeln!(out, "created   {}", summary.created_at)?;
+    for claim in &summary.claims {
+        writeln!(
+            out,
+            "  {:<15} [seq {}] {}",
+            claim.kind.as_str(),
+            claim.source_seq,
+            claim.text
+        )?;
+    }
+    Ok(())
+}
+
+async fn context(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    let ctx = env.store.context(&env.tenant, &run_id(run)?).await?;
+    if env.json {
+        return print_json(out, &serde_json::to_value(&ctx)?);
+    }
+    if let Some(preamble) = ctx.preamble() {
+        writeln!(out, "{}", preamble.plain_text())?;
+        writeln!(out)?;
+    }
+    let from = ctx.summary.as_ref().map_or(Seq(1), |s| s.coverage.next());
+    let n = ctx.messages.len();
+    let plural = if n == 1 { "" } else { "s" };
+    writeln!(out, "# Messages from seq {from} ({n} message{plural})")?;
+    for entry in &ctx.messages {
+        print_entry(out, entry)?;
+    }
+    for problem in &ctx.problems {
+        writeln!(out, "warning: {}", serde_json::to_string(problem)?)?;
+    }
+    writeln!(out)?;
+    writeln!(out, "tokens: {} (estimated)", ctx.tokens)?;
+    Ok(())
+}

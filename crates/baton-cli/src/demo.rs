@@ -1,0 +1,148 @@
+//! `baton demo`: seed 000's complete case, driven through baton's own command line.
+//!
+//! Every step is a real command line, parsed by the same clap definition and run by the same
+//! handlers as when typed, against the store `--db` names (each step opens it anew, so what a
+//! step shows was read back from the file). The run gets a fresh id, so the demo can be run
+//! again on the same database.
+
+use std::io::Write;
+
+use anyhow::{Context as _, anyhow};
+use clap::Parser;
+
+use crate::args::Cli;
+use crate::commands;
+
+const MESSAGES: &str = r#"{"role":"user","content":"La ejecución es de solo lectura."}
+{"role":"user","content":"Empieza la investigación de red."}
+{"role":"user","content":"La API resuelve el nombre db."}
+{"role":"user","content":"Falta comprobar el puerto configurado."}
+"#;
+const LATE: &str = r#"{"role":"user","content":"El usuario pide revisar TLS."}
+"#;
+const INITIAL: &str = r#"[{"kind":"constraint","text":"Solo lectura","source_seq":1}]"#;
+const CANDIDATE_A: &str = r#"[{"kind":"constraint","text":"Solo lectura","source_seq":1},
+ {"kind":"verified","text":"El nombre db se resuelve","source_seq":3}]"#;
+const CANDIDATE_B: &str = r#"[{"kind":"constraint","text":"Solo lectura","source_seq":1},
+ {"kind":"next_step","text":"Continuar diagnóstico DNS","source_seq":2}]"#;
+
+/// Runs the demo, narrating on `out`.
+pub async fn run(db: Option<&str>, out: &mut dyn Write) -> anyhow::Result<()> {
+    let dir =
+        tempfile::tempdir().context("creating a temporary directory for the demo's inputs")?;
+    let file = |name: &str, body: &str| -> anyhow::Result<String> {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path.display().to_string())
+    };
+    let messages = file("messages.jsonl", MESSAGES)?;
+    let late = file("late.jsonl", LATE)?;
+    let initial = file("initial.json", INITIAL)?;
+    let a = file("candidate-a.json", CANDIDATE_A)?;
+    let b = file("candidate-b.json", CANDIDATE_B)?;
+    let run = format!("demo-{}", baton_store::generate_run_id()?);
+    let db_args: Vec<String> = match db {
+        Some(db) => vec!["--db".into(), db.into()],
+        None => Vec::new(),
+    };
+    let step = |words: &[&str]| -> Vec<String> {
+        let mut args = vec!["baton".to_owned()];
+        args.extend(db_args.iter().cloned());
+        args.extend(words.iter().map(|w| (*w).to_owned()));
+        args
+    };
+
+    writeln!(
+        out,
+        "Seed 000, \"Un caso completo\": two summaries race on one base while a message arrives."
+    )?;
+    let shown_db = match db {
+        Some(db) => db.to_owned(),
+        None => commands::default_db()?.display().to_string(),
+    };
+    writeln!(out, "Store: {shown_db} (every step below opens it anew).\n")?;
+    let goal = "Diagnosticar el fallo de conexión sin modificar producción";
+    say(
+        out,
+        &step(&["runs", "create", "--id", &run, "--goal", goal]),
+    )
+    .await?;
+    say(out, &step(&["append", &run, "--file", &messages])).await?;
+    let install_initial = step(&[
+        "summary", "install", &run, "--base", "none", "--cut", "2", "--file", &initial,
+    ]);
+    let base = capture(&install_initial).await?;
+    writeln!(out, "$ {}\n{base}\n", shown(&install_initial))?;
+    writeln!(
+        out,
+        "# A (cut 4) and B (cut 3) both start from summary {base}; message 5 arrives meanwhile."
+    )?;
+    say(out, &step(&["append", &run, "--file", &late])).await?;
+    say(
+        out,
+        &step(&[
+            "summary", "install", &run, "--base", &base, "--cut", "4", "--file", &a,
+        ]),
+    )
+    .await?;
+    let install_b = step(&[
+        "summary", "install", &run, "--base", &base, "--cut", "3", "--file", &b,
+    ]);
+    writeln!(out, "$ {}", shown(&install_b))?;
+    let cli = Cli::try_parse_from(install_b)?;
+    match commands::execute(cli, out).await {
+        Err(err) if crate::exit::code(&err) == crate::exit::CONFLICT => {
+            writeln!(out, "baton: error: {err:#}")?;
+            writeln!(
+                out,
+                "(exit 3: B is rejected and nothing of it is written)\n"
+            )?;
+        }
+        Err(err) => return Err(err),
+        Ok(()) => return Err(anyhow!("demo: candidate B was installed on a stale base")),
+    }
+    say(out, &step(&["summary", "list", &run])).await?;
+    say(out, &step(&["context", &run])).await?;
+    writeln!(
+        out,
+        "\nHistory keeps all 5 messages: `baton history {run}`."
+    )?;
+    Ok(())
+}
+
+/// Prints a step as a person would type it (input files by name), then runs it.
+async fn say(out: &mut dyn Write, args: &[String]) -> anyhow::Result<()> {
+    writeln!(out, "$ {}", shown(args))?;
+    let cli = Cli::try_parse_from(args)?;
+    commands::execute(cli, out).await?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The command line without `--db PATH`, with temporary input files shown by name.
+fn shown(args: &[String]) -> String {
+    let mut words = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--db" {
+            iter.next();
+            continue;
+        }
+        let word = match std::path::Path::new(arg).file_name() {
+            Some(name) if arg.contains(std::path::MAIN_SEPARATOR) => {
+                name.to_string_lossy().into_owned()
+            }
+            _ if arg.contains(' ') => format!("{arg:?}"),
+            _ => arg.clone(),
+        };
+        words.push(word);
+    }
+    words.join(" ")
+}
+
+async fn capture(args: &[String]) -> anyhow::Result<String> {
+    let mut buffer = Vec::new();
+    let cli = Cli::try_parse_from(args)?;
+    commands::execute(cli, &mut buffer).await?;
+    Ok(String::from_utf8(buffer)?.trim().to_owned())
+}

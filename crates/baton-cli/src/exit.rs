@@ -1,0 +1,63 @@
+//! Exit codes, and how an error chooses one.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success (also: stdout closed early, as by `| head`) |
+//! | 1 | any other failure (not found, not a baton database, I/O…) |
+//! | 2 | usage error (unknown flag, missing argument) |
+//! | 3 | conflict: stale base, run not active, run already exists |
+//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id |
+
+use baton_core::InvalidCandidate;
+use baton_store::{Error as StoreError, Rejection};
+
+/// Success.
+pub const OK: u8 = 0;
+/// Any other failure.
+pub const FAILURE: u8 = 1;
+/// Usage error.
+pub const USAGE: u8 = 2;
+/// Conflict with the stored state.
+pub const CONFLICT: u8 = 3;
+/// Invalid input.
+pub const INVALID: u8 = 4;
+
+/// Input the user gave that cannot be used, with the reason; exits 4.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidInput(pub String);
+
+/// The exit code for `err`: the first cause in its chain that has a meaning decides.
+pub fn code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(rejection) = cause.downcast_ref::<Rejection>() {
+            return match rejection {
+                Rejection::Invalid(_) => INVALID,
+                _ => CONFLICT,
+            };
+        }
+        if cause.downcast_ref::<InvalidCandidate>().is_some()
+            || cause.downcast_ref::<InvalidInput>().is_some()
+            || cause.downcast_ref::<baton_core::Error>().is_some()
+        {
+            return INVALID;
+        }
+        if let Some(store) = cause.downcast_ref::<StoreError>() {
+            return match store {
+                StoreError::RunExists { .. } | StoreError::RunNotActive { .. } => CONFLICT,
+                StoreError::InvalidId(_) => INVALID,
+                _ => FAILURE,
+            };
+        }
+    }
+    FAILURE
+}
+
+/// Whether `err` only says that stdout was closed by its reader.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
