@@ -207,13 +207,13 @@ fn fmt_base(id: Option<SummaryId>) -> String {
 #[non_exhaustive]
 pub enum Error {
     /// The tenant has never created a run.
-    #[error("unknown tenant {tenant:?}")]
+    #[error("unknown tenant \"{tenant}\"")]
     UnknownTenant {
         /// The tenant named.
         tenant: TenantId,
     },
     /// No such run for this tenant.
-    #[error("run {run:?} not found")]
+    #[error("run \"{run}\" not found")]
     RunNotFound {
         /// The run named.
         run: RunId,
@@ -225,13 +225,13 @@ pub enum Error {
         id: SummaryId,
     },
     /// A run with this id already exists for the tenant.
-    #[error("run {run:?} already exists")]
+    #[error("run \"{run}\" already exists")]
     RunExists {
         /// The run named.
         run: RunId,
     },
     /// The run no longer takes writes.
-    #[error("run {run:?} is {}: it takes no more writes", .status.as_str())]
+    #[error("run \"{run}\" is {}: it takes no more writes", .status.as_str())]
     RunNotActive {
         /// The run named.
         run: RunId,
