@@ -141,10 +141,15 @@ impl ProtocolMap {
     pub fn analyze(start: Seq, window: &[ProtocolEvents]) -> Self {
         let n = window.len();
         let mut spans: HashMap<&str, Span> = HashMap::new();
+        // Ids by first appearance: problems at one seq come out in this order, not the map's.
+        let mut order: Vec<&str> = Vec::new();
         let mut problems = Vec::new();
         for (i, events) in window.iter().enumerate() {
             for id in &events.uses {
-                let span = spans.entry(id.as_str()).or_default();
+                let span = spans.entry(id.as_str()).or_insert_with(|| {
+                    order.push(id);
+                    Span::default()
+                });
                 if span.first_use.is_some() {
                     problems.push(Problem::DuplicateUse {
                         seq: events.seq,
@@ -155,7 +160,10 @@ impl ProtocolMap {
                 span.last_use = Some(i);
             }
             for id in &events.results {
-                let span = spans.entry(id.as_str()).or_default();
+                let span = spans.entry(id.as_str()).or_insert_with(|| {
+                    order.push(id);
+                    Span::default()
+                });
                 span.first_result.get_or_insert(i);
                 span.last_result = Some(i);
             }
@@ -169,7 +177,8 @@ impl ProtocolMap {
                 delta[to + 1] -= 1;
             }
         };
-        for (id, span) in &spans {
+        for id in &order {
+            let span = &spans[id];
             match (
                 span.first_use,
                 span.last_use,
