@@ -6,3 +6,4 @@ mod json_contract;
 mod race;
 mod seed;
 mod support;
+mod tidy;

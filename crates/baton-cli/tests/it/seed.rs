@@ -131,3 +131,29 @@ fn the_demo_runs_the_scenario_on_the_given_database() {
         2
     );
 }
+
+#[test]
+fn without_db_the_store_is_created_in_the_xdg_data_dir() {
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("demo")
+        .env_remove("BATON_DB")
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", &data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let db = data.join("baton").join("baton.db");
+    assert!(
+        db.is_file(),
+        "expected the default database at {}",
+        db.display()
+    );
+    assert!(stdout.contains(&db.display().to_string()), "{stdout}");
+}

@@ -1,0 +1,65 @@
+//! Tidy checks over the whole workspace (rust-analyzer's `TidyDocs`): every Rust file opens
+//! with a `//!` paragraph, ARCHITECTURE.md names every crate, and no test is silenced.
+
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_opens_with_a_doc_paragraph() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates"), &mut files);
+    assert!(files.len() > 10, "found only {} files", files.len());
+    let undocumented: Vec<_> = files
+        .iter()
+        .filter(|f| !std::fs::read_to_string(f).unwrap().starts_with("//!"))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "files without a leading //! paragraph: {undocumented:#?}"
+    );
+}
+
+#[test]
+fn architecture_names_every_crate() {
+    let architecture = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    for entry in std::fs::read_dir(workspace().join("crates")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            architecture.contains(&format!("### `{name}`")),
+            "ARCHITECTURE.md has no section for {name}"
+        );
+    }
+}
+
+#[test]
+fn no_test_is_silenced() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates"), &mut files);
+    let ignore = ["#[", "ignore]"].concat();
+    let should_panic = ["#[", "should_panic"].concat();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            !text.contains(&ignore) && !text.contains(&should_panic),
+            "{} silences a test",
+            file.display()
+        );
+    }
+}
