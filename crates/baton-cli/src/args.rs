@@ -8,8 +8,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about, propagate_version = true)]
 pub struct Cli {
-    /// The store: a SQLite file path (or `sqlite://PATH`). Default: `$BATON_DB`, else
-    /// `$XDG_DATA_HOME/baton/baton.db`, created on first use.
+    /// The store: a SQLite file path (or `sqlite://PATH`), or `postgres://…[?schema=NAME]`.
+    /// Default: `$BATON_DB`, else `$XDG_DATA_HOME/baton/baton.db`, created on first use.
     #[arg(long, global = true, env = "BATON_DB", value_name = "PATH")]
     pub db: Option<String>,
 
@@ -47,6 +47,10 @@ pub enum Command {
     Summary(SummaryCommand),
     /// Print the context the next model call would receive.
     Context(RunArg),
+    /// Create or upgrade the store's schema (idempotent); prints the schema version.
+    Migrate,
+    /// Check the store: connectivity, schema version, and the settings that matter.
+    Doctor,
     /// Walk through seed 000's scenario (two racing summaries, a late message) on the store.
     Demo,
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, anyhow};
 use baton_core::units::ProtocolMap;
 use baton_core::{ContentBlock, Entry, Message, Run, RunId, Seq, Summary, SummaryId, TenantId};
+use baton_postgres::PgStore;
 use baton_sqlite::SqliteStore;
 use baton_store::{Candidate, Install, NewEntry, NewRun, Store};
 use serde_json::json;
@@ -34,15 +35,34 @@ pub fn default_db() -> anyhow::Result<PathBuf> {
     Ok(base.data_dir().join("baton").join("baton.db"))
 }
 
-/// Opens the store a `--db` value names.
-pub async fn open_store(db: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+/// The store a `--db` value names, with its backend still known (for `migrate` and `doctor`).
+pub enum Backend {
+    /// An embedded SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL schema.
+    Postgres(PgStore),
+}
+
+impl Backend {
+    /// The backend as a store.
+    pub fn into_store(self) -> Arc<dyn Store> {
+        match self {
+            Backend::Sqlite(s) => Arc::new(s),
+            Backend::Postgres(p) => Arc::new(p),
+        }
+    }
+}
+
+/// Opens the store a `--db` value names: `postgres://` or `postgresql://` URLs select
+/// PostgreSQL, anything else is a SQLite file path (optionally `sqlite://PATH`). Opening
+/// applies missing migrations on both.
+pub async fn open_backend(db: Option<&str>) -> anyhow::Result<Backend> {
     let path = match db {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            return Err(InvalidInput(
-                "--db: PostgreSQL is not supported by this build yet; use a SQLite file path"
-                    .into(),
-            )
-            .into());
+            let store = PgStore::connect(url)
+                .await
+                .with_context(|| format!("opening {}", baton_postgres::redact(url)))?;
+            return Ok(Backend::Postgres(store));
         }
         Some(url) => PathBuf::from(url.strip_prefix("sqlite://").unwrap_or(url)),
         None => default_db()?,
@@ -54,14 +74,91 @@ pub async fn open_store(db: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
     let store = SqliteStore::open(&path)
         .await
         .with_context(|| format!("opening {}", path.display()))?;
-    Ok(Arc::new(store))
+    Ok(Backend::Sqlite(store))
+}
+
+/// Opens the store a `--db` value names.
+pub async fn open_store(db: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_backend(db).await?.into_store())
+}
+
+async fn migrate(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (where_, applied, version) = match open_backend(db).await? {
+        Backend::Sqlite(s) => (
+            s.path().display().to_string(),
+            None,
+            baton_sqlite::SCHEMA_VERSION,
+        ),
+        Backend::Postgres(p) => {
+            let applied = p.migrate().await?;
+            (
+                format!("schema {}", p.schema()),
+                Some(applied),
+                baton_postgres::SCHEMA_VERSION,
+            )
+        }
+    };
+    if json {
+        return print_json(out, &json!({ "store": where_, "schema_version": version }));
+    }
+    match applied {
+        Some(applied) if !applied.is_empty() => {
+            writeln!(out, "{where_}: migrated to schema version {version}")?
+        }
+        _ => writeln!(out, "{where_}: schema version {version}, up to date")?,
+    }
+    Ok(())
+}
+
+async fn doctor(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (backend, facts): (&str, Vec<(String, String)>) = match open_backend(db).await? {
+        Backend::Sqlite(s) => {
+            let mut facts = vec![("path".to_owned(), s.path().display().to_string())];
+            facts.push((
+                "supported_schema_version".to_owned(),
+                baton_sqlite::SCHEMA_VERSION.to_string(),
+            ));
+            facts.extend(s.doctor().await?);
+            ("sqlite", facts)
+        }
+        Backend::Postgres(p) => {
+            let d = p.doctor().await?;
+            let mut facts = vec![
+                ("url".to_owned(), d.url),
+                ("schema".to_owned(), d.schema),
+                ("server".to_owned(), d.server_version),
+                ("schema_version".to_owned(), d.schema_version.to_string()),
+                (
+                    "supported_schema_version".to_owned(),
+                    d.supported_version.to_string(),
+                ),
+            ];
+            facts.extend(d.settings);
+            ("postgres", facts)
+        }
+    };
+    if json {
+        let map: serde_json::Map<_, _> = facts.into_iter().map(|(k, v)| (k, json!(v))).collect();
+        return print_json(
+            out,
+            &json!({ "backend": backend, "ok": true, "facts": map }),
+        );
+    }
+    writeln!(out, "ok: {backend} store reachable")?;
+    for (key, value) in facts {
+        writeln!(out, "  {key:<36} {value}")?;
+    }
+    Ok(())
 }
 
 /// Runs one parsed command line.
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
-    if let Command::Demo = cli.command {
+    match cli.command {
         // Boxed: the demo runs command lines through this same function.
-        return Box::pin(crate::demo::run(cli.db.as_deref(), out)).await;
+        Command::Demo => return Box::pin(crate::demo::run(cli.db.as_deref(), out)).await,
+        Command::Migrate => return migrate(cli.db.as_deref(), cli.json, out).await,
+        Command::Doctor => return doctor(cli.db.as_deref(), cli.json, out).await,
+        _ => {}
     }
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
     let store = open_store(cli.db.as_deref()).await?;
@@ -81,7 +178,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Summary(SummaryCommand::List(arg)) => list_summaries(&env, &arg.run, out).await,
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,
-        Command::Demo => Ok(()),
+        Command::Demo | Command::Migrate | Command::Doctor => Ok(()),
     }
 }
 

@@ -57,7 +57,7 @@ pub async fn run(db: Option<&str>, out: &mut dyn Write) -> anyhow::Result<()> {
         "Seed 000, \"Un caso completo\": two summaries race on one base while a message arrives."
     )?;
     let shown_db = match db {
-        Some(db) => db.to_owned(),
+        Some(db) => baton_postgres::redact(db),
         None => commands::default_db()?.display().to_string(),
     };
     writeln!(out, "Store: {shown_db} (every step below opens it anew).\n")?;

@@ -32,6 +32,10 @@ CREATE TABLE history (
     PRIMARY KEY (run_pk, seq)
 ) STRICT;
 
+-- The rows that open or answer tool calls: an install checks its cut against these only.
+CREATE INDEX history_tool_rows ON history(run_pk, seq)
+    WHERE tool_uses IS NOT NULL OR tool_results IS NOT NULL;
+
 CREATE TRIGGER history_is_append_only_update BEFORE UPDATE ON history
 BEGIN
     SELECT RAISE(ABORT, 'history is append-only');

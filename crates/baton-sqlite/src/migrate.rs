@@ -6,6 +6,7 @@
 //! processes opening a new file at once apply each migration exactly once.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use baton_store::Error;
 use rusqlite::{Connection, TransactionBehavior};
@@ -65,6 +66,33 @@ fn check(h: &Header, path: &Path) -> Result<(), Error> {
 
 /// Checks the file is baton's (or empty) and applies the missing migrations.
 pub(crate) fn run(conn: &Connection, path: &Path) -> Result<(), Error> {
+    // Several processes creating one file at once can see SQLITE_BUSY without the busy handler
+    // being consulted (switching the journal mode, or reading the schema while another
+    // connection rewrites it); the whole check-and-migrate step is safe to repeat.
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        match run_once(conn, path) {
+            Err(Error::Backend(e)) if is_busy(&*e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long opening retries a busy database before giving up.
+const RETRY_FOR: Duration = Duration::from_secs(30);
+
+fn is_busy(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.downcast_ref::<rusqlite::Error>().is_some_and(|e| {
+        matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    })
+}
+
+fn run_once(conn: &Connection, path: &Path) -> Result<(), Error> {
     let err = |e| db_error(path, e);
     let before = header(conn, path)?;
     check(&before, path)?;

@@ -572,7 +572,8 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
     );
 
     let ok = |seq| vec![claim(ClaimKind::Verified, "fine", seq)];
-    let cases: Vec<(Candidate, fn(&InvalidCandidate) -> bool)> = vec![
+    type Case = (Candidate, fn(&InvalidCandidate) -> bool);
+    let cases: Vec<Case> = vec![
         (
             Candidate {
                 base: Some(base),

@@ -258,6 +258,20 @@ pub enum Error {
         /// The newest version this build knows.
         supported: i64,
     },
+    /// A database URL that cannot be used.
+    #[error("database url {url}: {detail}")]
+    InvalidUrl {
+        /// The URL, with any password redacted.
+        url: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The database server cannot be reached.
+    #[error("database unavailable: {what}")]
+    Unavailable {
+        /// Which server, and the driver's reason.
+        what: String,
+    },
     /// A stored value could not be read back.
     #[error("corrupt store: {what}")]
     Corrupt {

@@ -224,3 +224,37 @@ fn usage_errors_exit_2() {
         .ok()
         .json();
 }
+
+#[test]
+fn migrate_and_doctor_report_on_both_backends() {
+    for sb in Sandbox::each() {
+        let migrated = sb.run(&["migrate", "--json"]).ok().json();
+        assert_eq!(migrated["schema_version"], 1);
+        sb.run(&["migrate"]).ok();
+        let doctor = sb.run(&["doctor", "--json"]).ok().json();
+        assert_eq!(doctor["ok"], true);
+        let text = sb.run(&["doctor"]).ok().stdout;
+        assert!(text.contains("ok: "), "{text}");
+    }
+}
+
+#[test]
+fn an_unreachable_postgres_is_one_clear_line_without_the_password() {
+    let sb = Sandbox::new();
+    let ran = crate::support::ran(
+        crate::support::command(
+            "postgres://bob:hunter2@127.0.0.1:1/x?connect_timeout=2",
+            &["runs", "list"],
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("database unavailable") && ran.stderr.contains("bob:***"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("hunter2"), "{}", ran.stderr);
+    drop(sb);
+}

@@ -4,7 +4,12 @@ use crate::support::Sandbox;
 
 #[test]
 fn every_command_prints_one_object_with_named_lists() {
-    let sb = Sandbox::new();
+    for sb in Sandbox::each() {
+        contract_on(&sb);
+    }
+}
+
+fn contract_on(sb: &Sandbox) {
     let rules = sb.file("rules.md", "Never write to production.\n");
     let run = sb
         .run(&[

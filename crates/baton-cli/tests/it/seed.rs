@@ -10,7 +10,12 @@ const MESSAGES: &str = r#"{"role":"user","content":"La ejecución es de solo lec
 
 #[test]
 fn two_candidates_race_and_the_stale_one_is_rejected() {
-    let sb = Sandbox::new();
+    for sb in Sandbox::each() {
+        two_candidates_race_on(&sb);
+    }
+}
+
+fn two_candidates_race_on(sb: &Sandbox) {
     sb.run(&["runs", "create", "--id", "r-1"]).ok();
     let seqs = sb
         .run_with_stdin(&["--json", "append", "r-1"], MESSAGES)

@@ -1,0 +1,1049 @@
+//! baton's store on PostgreSQL: the same [`Store`] contract as the embedded SQLite file, for
+//! many workers on many machines.
+//!
+//! Roles:
+//! - [`PgStore`]: the [`Store`] implementation over a `deadpool-postgres` pool of
+//!   `tokio-postgres` connections, every table in one schema (`?schema=NAME` in the URL,
+//!   default `baton`) so tests and several deployments can share a server.
+//! - `migrations/`: the schema, one numbered SQL file per version, the same versions as
+//!   `baton-sqlite`'s, applied at connect under an advisory lock.
+//! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
+//!   settings that matter.
+//!
+//! Concurrency: every write that changes a run takes that run's row lock first
+//! (`SELECT … FOR UPDATE`), so appends assign gap-free seqs in order across connections and an
+//! install's validation and its compare-and-swap see one state of the run. Row locks rather
+//! than `SERIALIZABLE`: the check-then-act always starts at the run row, so one lock orders
+//! every conflicting writer without serialization failures to retry.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), baton_store::Error> {
+//! use baton_store::Store;
+//! let store = baton_postgres::PgStore::connect("postgres://postgres@127.0.0.1:5432/test?schema=baton").await?;
+//! let runs = store.list_runs(&baton_core::TenantId::default_tenant()).await;
+//! # Ok(()) }
+//! ```
+
+mod migrate;
+
+use async_trait::async_trait;
+use baton_core::units::{ProtocolEvents, ProtocolMap};
+use baton_core::{
+    Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
+    TenantId, Timestamp, claim,
+};
+use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::{IsolationLevel, NoTls, Row};
+
+pub use migrate::SCHEMA_VERSION;
+
+/// The schema used when the URL names none.
+pub const DEFAULT_SCHEMA: &str = "baton";
+/// Connections kept by one store.
+const POOL_SIZE: usize = 16;
+
+/// A [`Store`] on PostgreSQL.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    schema: String,
+    shown_url: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.shown_url)
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+/// What [`PgStore::doctor`] found.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Doctor {
+    /// The URL, password redacted.
+    pub url: String,
+    /// The schema baton's tables live in.
+    pub schema: String,
+    /// `SELECT version()`.
+    pub server_version: String,
+    /// The schema version found.
+    pub schema_version: i64,
+    /// The schema version this build writes.
+    pub supported_version: i64,
+    /// Settings that matter to baton, by name.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Splits `postgres://…?schema=NAME&…` into a driver config and the schema name.
+fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Error> {
+    let invalid = |detail: String| Error::InvalidUrl {
+        url: redact(url),
+        detail,
+    };
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, query),
+        None => (url, ""),
+    };
+    let mut schema = DEFAULT_SCHEMA.to_owned();
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("schema", value)) => schema = value.to_owned(),
+            _ => kept.push(pair),
+        }
+    }
+    let valid = schema.len() <= 63
+        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !valid {
+        return Err(invalid(format!(
+            "schema {schema:?}: expected 1 to 63 lowercase letters, digits or '_', not starting with a digit"
+        )));
+    }
+    let rebuilt = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    let mut config: tokio_postgres::Config = rebuilt
+        .parse()
+        .map_err(|e: tokio_postgres::Error| invalid(e.to_string()))?;
+    config.options(format!("-c search_path={schema}"));
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    config.application_name("baton");
+    Ok((config, schema, redact(url)))
+}
+
+/// The URL with any password (in the authority or a `password=` parameter) replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let user = userinfo
+                        .split_once(':')
+                        .map_or(userinfo.to_owned(), |(u, _)| format!("{u}:***"));
+                    format!("{scheme}://{user}@{host}{path}")
+                }
+                None => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    match query {
+        None => base,
+        Some(query) => {
+            let params: Vec<_> = query
+                .split('&')
+                .map(|p| {
+                    if p.to_ascii_lowercase().starts_with("password=") {
+                        "password=***"
+                    } else {
+                        p
+                    }
+                })
+                .collect();
+            format!("{base}?{}", params.join("&"))
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects, creates the schema if needed and applies the missing migrations.
+    ///
+    /// Fails with [`Error::NotABatonDatabase`] when the schema holds tables baton did not make,
+    /// and [`Error::SchemaTooNew`] when a newer baton migrated it; neither is modified.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let store = Self::connect_without_migrating(url)?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Builds the pool without touching the server (connections open on first use).
+    pub fn connect_without_migrating(url: &str) -> Result<Self, Error> {
+        let (config, schema, shown_url) = parse_url(url)?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(std::time::Duration::from_secs(30)))
+            .create_timeout(Some(std::time::Duration::from_secs(10)))
+            .build()
+            .map_err(|e| Error::InvalidUrl {
+                url: shown_url.clone(),
+                detail: e.to_string(),
+            })?;
+        Ok(PgStore {
+            pool,
+            schema,
+            shown_url,
+        })
+    }
+
+    /// The schema baton's tables live in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Applies the missing migrations; returns the versions applied (empty when up to date).
+    pub async fn migrate(&self) -> Result<Vec<i64>, Error> {
+        let mut client = self.client().await?;
+        migrate::run(&mut client, &self.schema).await
+    }
+
+    /// Connectivity, versions and the settings that matter.
+    pub async fn doctor(&self) -> Result<Doctor, Error> {
+        let client = self.client().await?;
+        let server_version: String = client
+            .query_one("SELECT version()", &[])
+            .await
+            .map_err(pg)?
+            .get(0);
+        let schema_version = migrate::current_version(&client, &self.schema).await?;
+        let mut settings = Vec::new();
+        for name in [
+            "server_version",
+            "max_connections",
+            "default_transaction_isolation",
+            "synchronous_commit",
+            "fsync",
+            "wal_level",
+            "shared_buffers",
+            "idle_in_transaction_session_timeout",
+            "statement_timeout",
+            "search_path",
+        ] {
+            let row = client
+                .query_one("SELECT current_setting($1)", &[&name])
+                .await
+                .map_err(pg)?;
+            settings.push((name.to_owned(), row.get::<_, String>(0)));
+        }
+        Ok(Doctor {
+            url: self.shown_url.clone(),
+            schema: self.schema.clone(),
+            server_version,
+            schema_version,
+            supported_version: SCHEMA_VERSION,
+            settings,
+        })
+    }
+
+    /// A pooled connection that is still open. A connection the server dropped (a restart, a
+    /// `pg_terminate_backend`, a network cut) can sit in the pool until its next use; it is
+    /// discarded here and replaced, so the operation after a fault reconnects.
+    async fn client(&self) -> Result<deadpool_postgres::Object, Error> {
+        for _ in 0..=POOL_SIZE {
+            let client = self.pool.get().await.map_err(|e| Error::Unavailable {
+                what: format!("{}: {e}", self.shown_url),
+            })?;
+            if !client.is_closed() {
+                return Ok(client);
+            }
+            drop(deadpool_postgres::Object::take(client));
+        }
+        Err(Error::Unavailable {
+            what: format!("{}: every pooled connection was closed", self.shown_url),
+        })
+    }
+}
+
+fn pg(err: tokio_postgres::Error) -> Error {
+    Error::backend(err)
+}
+
+fn to_i64(value: u64) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("value {value} exceeds the database's integer range"),
+    })
+}
+
+fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
+    u64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("{what} is negative: {value}"),
+    })
+}
+
+fn parse_status(s: &str) -> Result<RunStatus, Error> {
+    RunStatus::parse(s).ok_or_else(|| Error::Corrupt {
+        what: format!("run status {s:?}"),
+    })
+}
+
+struct RunRow {
+    pk: i64,
+    status: RunStatus,
+    active_summary_id: Option<SummaryId>,
+    last_seq: Seq,
+}
+
+/// Finds a run's key facts; with `lock`, takes its row lock until the transaction ends.
+async fn find_run(
+    c: &impl GenericClient,
+    tenant: &TenantId,
+    run: &RunId,
+    lock: bool,
+) -> Result<RunRow, Error> {
+    let sql = if lock {
+        "SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+    } else {
+        "SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = $1 AND id = $2"
+    };
+    let stmt = c.prepare_cached(sql).await.map_err(pg)?;
+    match c
+        .query_opt(&stmt, &[&tenant.as_str(), &run.as_str()])
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => Ok(RunRow {
+            pk: row.get(0),
+            status: parse_status(row.get(1))?,
+            active_summary_id: row
+                .get::<_, Option<i64>>(2)
+                .map(|id| to_u64(id, "summary id").map(SummaryId))
+                .transpose()?,
+            last_seq: Seq(to_u64(row.get(3), "last_seq")?),
+        }),
+        None => Err(missing_run(c, tenant, run).await?),
+    }
+}
+
+async fn missing_run(
+    c: &impl GenericClient,
+    tenant: &TenantId,
+    run: &RunId,
+) -> Result<Error, Error> {
+    let stmt = c
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
+        .await
+        .map_err(pg)?;
+    let known: bool = c
+        .query_one(&stmt, &[&tenant.as_str()])
+        .await
+        .map_err(pg)?
+        .get(0);
+    Ok(if known {
+        Error::RunNotFound { run: run.clone() }
+    } else {
+        Error::UnknownTenant {
+            tenant: tenant.clone(),
+        }
+    })
+}
+
+const RUN_COLUMNS: &str =
+    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at";
+
+fn run_from_row(r: &Row) -> Result<Run, Error> {
+    Ok(Run {
+        id: RunId::new(r.get::<_, String>(0))?,
+        tenant: TenantId::new(r.get::<_, String>(1))?,
+        status: parse_status(r.get(2))?,
+        goal: r.get(3),
+        rules: r.get(4),
+        active_summary_id: r
+            .get::<_, Option<i64>>(5)
+            .map(|id| to_u64(id, "summary id").map(SummaryId))
+            .transpose()?,
+        last_seq: Seq(to_u64(r.get(6), "last_seq")?),
+        created_at: Timestamp(r.get(7)),
+    })
+}
+
+async fn load_run(
+    c: &impl GenericClient,
+    tenant: &TenantId,
+    run: &RunId,
+) -> Result<(i64, Run), Error> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT pk, {RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND id = $2"
+        ))
+        .await
+        .map_err(pg)?;
+    match c
+        .query_opt(&stmt, &[&tenant.as_str(), &run.as_str()])
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => {
+            let pk: i64 = row.get(0);
+            let run = Run {
+                id: RunId::new(row.get::<_, String>(1))?,
+                tenant: TenantId::new(row.get::<_, String>(2))?,
+                status: parse_status(row.get(3))?,
+                goal: row.get(4),
+                rules: row.get(5),
+                active_summary_id: row
+                    .get::<_, Option<i64>>(6)
+                    .map(|id| to_u64(id, "summary id").map(SummaryId))
+                    .transpose()?,
+                last_seq: Seq(to_u64(row.get(7), "last_seq")?),
+                created_at: Timestamp(row.get(8)),
+            };
+            Ok((pk, run))
+        }
+        None => Err(missing_run(c, tenant, run).await?),
+    }
+}
+
+fn ids_json(ids: Vec<&str>) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&ids).ok()
+}
+
+fn parse_ids(json: Option<String>, seq: Seq) -> Result<Vec<String>, Error> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            what: format!("tool ids of seq {seq}: {e}"),
+        }),
+    }
+}
+
+fn entry_from_row(r: &Row) -> Result<Entry, Error> {
+    let seq = Seq(to_u64(r.get(0), "seq")?);
+    let message: Message = serde_json::from_str(r.get(3)).map_err(|e| Error::Corrupt {
+        what: format!("message at seq {seq}: {e}"),
+    })?;
+    Ok(Entry {
+        seq,
+        tokens: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
+        created_at: Timestamp(r.get(2)),
+        message,
+    })
+}
+
+async fn read_entries(
+    c: &impl GenericClient,
+    run_pk: i64,
+    from: Seq,
+    to: Option<Seq>,
+) -> Result<Vec<Entry>, Error> {
+    let to = to.map_or(Ok(i64::MAX), |s| to_i64(s.0))?;
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq, tokens, created_at, message FROM history
+             WHERE run_pk = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+        )
+        .await
+        .map_err(pg)?;
+    c.query(&stmt, &[&run_pk, &to_i64(from.0)?, &to])
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(entry_from_row)
+        .collect()
+}
+
+async fn read_window(
+    c: &impl GenericClient,
+    run_pk: i64,
+    after: Seq,
+) -> Result<Vec<ProtocolEvents>, Error> {
+    let stmt = c
+        .prepare_cached("SELECT seq, tool_uses, tool_results FROM history WHERE run_pk = $1 AND seq > $2 ORDER BY seq")
+        .await
+        .map_err(pg)?;
+    let rows = c
+        .query(&stmt, &[&run_pk, &to_i64(after.0)?])
+        .await
+        .map_err(pg)?;
+    rows.iter()
+        .map(|row| {
+            let seq = Seq(to_u64(row.get(0), "seq")?);
+            Ok(ProtocolEvents {
+                seq,
+                uses: parse_ids(row.get(1), seq)?,
+                results: parse_ids(row.get(2), seq)?,
+            })
+        })
+        .collect()
+}
+
+/// The protocol events that decide whether `cut` is safe: every message after `after` that
+/// opens or answers a tool call (through the partial index `history_tool_rows`), plus the cut's
+/// own row. Text-only messages add no span, so leaving them out changes no answer about the cut.
+async fn read_tool_window(
+    c: &impl GenericClient,
+    run_pk: i64,
+    after: Seq,
+    cut: Seq,
+) -> Result<Vec<ProtocolEvents>, Error> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq, tool_uses, tool_results FROM history
+             WHERE run_pk = $1 AND seq > $2 AND (tool_uses IS NOT NULL OR tool_results IS NOT NULL)
+             UNION
+             SELECT seq, tool_uses, tool_results FROM history WHERE run_pk = $1 AND seq = $3
+             ORDER BY seq",
+        )
+        .await
+        .map_err(pg)?;
+    let rows = c
+        .query(&stmt, &[&run_pk, &to_i64(after.0)?, &to_i64(cut.0)?])
+        .await
+        .map_err(pg)?;
+    rows.iter()
+        .map(|row| {
+            let seq = Seq(to_u64(row.get(0), "seq")?);
+            Ok(ProtocolEvents {
+                seq,
+                uses: parse_ids(row.get(1), seq)?,
+                results: parse_ids(row.get(2), seq)?,
+            })
+        })
+        .collect()
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SummaryBody {
+    claims: Vec<Claim>,
+}
+
+const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";
+
+fn summary_from_row(r: &Row) -> Result<Summary, Error> {
+    let id = SummaryId(to_u64(r.get(0), "summary id")?);
+    let body: SummaryBody = serde_json::from_str(r.get(4)).map_err(|e| Error::Corrupt {
+        what: format!("body of summary {id}: {e}"),
+    })?;
+    Ok(Summary {
+        id,
+        run: RunId::new(r.get::<_, String>(1))?,
+        coverage: Seq(to_u64(r.get(2), "coverage")?),
+        previous_id: r
+            .get::<_, Option<i64>>(3)
+            .map(|p| to_u64(p, "previous id").map(SummaryId))
+            .transpose()?,
+        claims: body.claims,
+        created_at: Timestamp(r.get(5)),
+    })
+}
+
+async fn load_summary(
+    c: &impl GenericClient,
+    run_pk: i64,
+    id: SummaryId,
+) -> Result<Option<Summary>, Error> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk WHERE s.id = $1 AND s.run_pk = $2"
+        ))
+        .await
+        .map_err(pg)?;
+    c.query_opt(&stmt, &[&to_i64(id.0)?, &run_pk])
+        .await
+        .map_err(pg)?
+        .as_ref()
+        .map(summary_from_row)
+        .transpose()
+}
+
+/// Validates a candidate inside the install transaction, under the run's row lock.
+async fn validate(
+    c: &impl GenericClient,
+    run: &RunRow,
+    cand: &Candidate,
+) -> Result<Result<(), InvalidCandidate>, Error> {
+    let coverage = match cand.base {
+        None => Seq::ZERO,
+        Some(base) => {
+            let stmt = c
+                .prepare_cached("SELECT coverage FROM summaries WHERE id = $1 AND run_pk = $2")
+                .await
+                .map_err(pg)?;
+            match c
+                .query_opt(&stmt, &[&to_i64(base.0)?, &run.pk])
+                .await
+                .map_err(pg)?
+            {
+                Some(row) => Seq(to_u64(row.get(0), "coverage")?),
+                None => return Ok(Err(InvalidCandidate::BaseNotInRun { base })),
+            }
+        }
+    };
+    if cand.cut <= coverage {
+        return Ok(Err(InvalidCandidate::CutNotBeyondBase {
+            cut: cand.cut,
+            coverage,
+        }));
+    }
+    let stmt = c
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM history WHERE run_pk = $1 AND seq = $2)")
+        .await
+        .map_err(pg)?;
+    let cut_exists: bool = c
+        .query_one(&stmt, &[&run.pk, &to_i64(cand.cut.0)?])
+        .await
+        .map_err(pg)?
+        .get(0);
+    if !cut_exists {
+        return Ok(Err(InvalidCandidate::CutNotFound {
+            cut: cand.cut,
+            last: run.last_seq,
+        }));
+    }
+    if let Err(why) = claim::validate_sources(&cand.claims, cand.cut, run.last_seq) {
+        return Ok(Err(why));
+    }
+    let mut cited: Vec<i64> = cand
+        .claims
+        .iter()
+        .map(|cl| to_i64(cl.source_seq.0))
+        .collect::<Result<_, _>>()?;
+    cited.sort_unstable();
+    cited.dedup();
+    if !cited.is_empty() {
+        let stmt = c
+            .prepare_cached("SELECT COUNT(*) FROM history WHERE run_pk = $1 AND seq = ANY($2)")
+            .await
+            .map_err(pg)?;
+        let found: i64 = c
+            .query_one(&stmt, &[&run.pk, &cited])
+            .await
+            .map_err(pg)?
+            .get(0);
+        if usize::try_from(found).ok() != Some(cited.len()) {
+            return Err(Error::Corrupt {
+                what: "history has gaps below the run's last seq".into(),
+            });
+        }
+    }
+    let window = read_tool_window(c, run.pk, coverage, cand.cut).await?;
+    if ProtocolMap::analyze(coverage, &window).is_safe(cand.cut) {
+        return Ok(Ok(()));
+    }
+    // The rare path: explain against the whole window, so the nearest safe cut named in the
+    // message counts text-only messages too.
+    let full = read_window(c, run.pk, coverage).await?;
+    let detail = ProtocolMap::analyze(coverage, &full)
+        .explain(cand.cut)
+        .unwrap_or_else(|| "it splits a protocol unit".to_owned());
+    Ok(Err(InvalidCandidate::UnsafeCut {
+        cut: cand.cut,
+        detail,
+    }))
+}
+
+/// Runs `$body` with a pooled connection bound to `$client`. When the body fails because the
+/// connection broke (the server closed it, or terminated the backend), the connection is taken
+/// out of the pool instead of going back, so the next operation reconnects even if the driver
+/// has not noticed the closed socket yet.
+macro_rules! with_client {
+    ($store:ident, |$client:ident| $body:block) => {{
+        #[allow(unused_mut)]
+        let mut $client = $store.client().await?;
+        let result: Result<_, Error> = async { $body }.await;
+        if result.as_ref().err().is_some_and(connection_broken) {
+            drop(deadpool_postgres::Object::take($client));
+        }
+        result
+    }};
+}
+
+/// Whether `err` means the connection it came from is no longer usable.
+fn connection_broken(err: &Error) -> bool {
+    let Error::Backend(inner) = err else {
+        return false;
+    };
+    let Some(pg) = inner.downcast_ref::<tokio_postgres::Error>() else {
+        return false;
+    };
+    if pg.is_closed() {
+        return true;
+    }
+    match pg.as_db_error() {
+        Some(db) => {
+            matches!(db.severity(), "FATAL" | "PANIC") || db.code().code().starts_with("57P")
+        }
+        None => true, // an I/O or protocol failure, not an SQL error
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
+        let id = match &new.id {
+            Some(id) => id.clone(),
+            None => baton_store::generate_run_id()?,
+        };
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let now = Timestamp::now().0;
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO tenants (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                )
+                .await
+                .map_err(pg)?;
+            tx.execute(&stmt, &[&tenant.as_str(), &now])
+                .await
+                .map_err(pg)?;
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
+                     VALUES ($1, $2, 'active', $3, $4, $5) ON CONFLICT (tenant_id, id) DO NOTHING
+                     RETURNING {RUN_COLUMNS}"
+                ))
+                .await
+                .map_err(pg)?;
+            let row = tx
+                .query_opt(
+                    &stmt,
+                    &[&tenant.as_str(), &id.as_str(), &new.goal, &new.rules, &now],
+                )
+                .await
+                .map_err(pg)?;
+            let Some(row) = row else {
+                return Err(Error::RunExists { run: id });
+            };
+            let run = run_from_row(&row)?;
+            tx.commit().await.map_err(pg)?;
+            Ok(run)
+        })
+    }
+
+    async fn run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error> {
+        with_client!(self, |client| {
+            Ok(load_run(&client, tenant, run).await?.1)
+        })
+    }
+
+    async fn list_runs(&self, tenant: &TenantId) -> Result<Vec<Run>, Error> {
+        with_client!(self, |client| {
+            let stmt = client
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
+                .await
+                .map_err(pg)?;
+            let known: bool = client
+                .query_one(&stmt, &[&tenant.as_str()])
+                .await
+                .map_err(pg)?
+                .get(0);
+            if !known {
+                return Err(Error::UnknownTenant {
+                    tenant: tenant.clone(),
+                });
+            }
+            let stmt = client
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE tenant_id = $1 ORDER BY pk"
+                ))
+                .await
+                .map_err(pg)?;
+            client
+                .query(&stmt, &[&tenant.as_str()])
+                .await
+                .map_err(pg)?
+                .iter()
+                .map(run_from_row)
+                .collect()
+        })
+    }
+
+    async fn cancel_run(&self, tenant: &TenantId, run: &RunId) -> Result<Run, Error> {
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = find_run(&tx, tenant, run, true).await?;
+            match row.status {
+                RunStatus::Active => {
+                    tx.execute(
+                        "UPDATE runs SET status = 'cancelled' WHERE pk = $1",
+                        &[&row.pk],
+                    )
+                    .await
+                    .map_err(pg)?;
+                }
+                RunStatus::Cancelled => {}
+                RunStatus::Completed => {
+                    return Err(Error::RunNotActive {
+                        run: run.clone(),
+                        status: row.status,
+                    });
+                }
+            }
+            let (_, updated) = load_run(&tx, tenant, run).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(updated)
+        })
+    }
+
+    async fn append(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entries: &[NewEntry],
+    ) -> Result<Vec<Seq>, Error> {
+        let mut tokens = Vec::with_capacity(entries.len());
+        let mut uses = Vec::with_capacity(entries.len());
+        let mut results = Vec::with_capacity(entries.len());
+        let mut messages = Vec::with_capacity(entries.len());
+        for e in entries {
+            tokens.push(i32::try_from(e.tokens).unwrap_or(i32::MAX));
+            uses.push(ids_json(e.message.tool_use_ids().collect()));
+            results.push(ids_json(e.message.tool_result_ids().collect()));
+            messages.push(
+                serde_json::to_string(&e.message).map_err(|err| Error::Corrupt {
+                    what: format!("message does not serialize: {err}"),
+                })?,
+            );
+        }
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = find_run(&tx, tenant, run, true).await?;
+            if row.status != RunStatus::Active {
+                return Err(Error::RunNotActive {
+                    run: run.clone(),
+                    status: row.status,
+                });
+            }
+            if entries.is_empty() {
+                return Ok(Vec::new());
+            }
+            let first = to_i64(row.last_seq.0)? + 1;
+            let seqs: Vec<i64> = (first..first + to_i64(entries.len() as u64)?).collect();
+            // One statement for the whole batch: arrays unnested in parallel.
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+                     SELECT $1, s, t, u, r, $7, m
+                     FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)",
+                )
+                .await
+                .map_err(pg)?;
+            let now = Timestamp::now().0;
+            tx.execute(
+                &stmt,
+                &[&row.pk, &seqs, &tokens, &uses, &results, &messages, &now],
+            )
+            .await
+            .map_err(pg)?;
+            let last = seqs.last().copied().unwrap_or(first);
+            let stmt = tx
+                .prepare_cached("UPDATE runs SET last_seq = $1 WHERE pk = $2")
+                .await
+                .map_err(pg)?;
+            tx.execute(&stmt, &[&last, &row.pk]).await.map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
+            seqs.into_iter()
+                .map(|s| to_u64(s, "seq").map(Seq))
+                .collect()
+        })
+    }
+
+    async fn read_range(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        from: Seq,
+        to: Option<Seq>,
+    ) -> Result<Vec<Entry>, Error> {
+        with_client!(self, |client| {
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg)?;
+            let row = find_run(&tx, tenant, run, false).await?;
+            let entries = read_entries(&tx, row.pk, from, to).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(entries)
+        })
+    }
+
+    async fn protocol_window(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        after: Seq,
+    ) -> Result<Vec<ProtocolEvents>, Error> {
+        with_client!(self, |client| {
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg)?;
+            let row = find_run(&tx, tenant, run, false).await?;
+            let window = read_window(&tx, row.pk, after).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(window)
+        })
+    }
+
+    async fn install_summary(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        candidate: &Candidate,
+    ) -> Result<Install, Error> {
+        let body = serde_json::to_string(&SummaryBody {
+            claims: candidate.claims.clone(),
+        })
+        .map_err(|e| Error::Corrupt {
+            what: format!("summary does not serialize: {e}"),
+        })?;
+        with_client!(self, |client| {
+            // Dropping `tx` without commit rolls back: every early return below writes nothing.
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = find_run(&tx, tenant, run, true).await?;
+            if row.status != RunStatus::Active {
+                return Ok(Install::Rejected(Rejection::RunNotActive {
+                    status: row.status,
+                }));
+            }
+            if let Err(why) = validate(&tx, &row, candidate).await? {
+                return Ok(Install::Rejected(Rejection::Invalid(why)));
+            }
+            let base = candidate.base.map(|b| to_i64(b.0)).transpose()?;
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                )
+                .await
+                .map_err(pg)?;
+            let new_id: i64 = tx
+                .query_one(
+                    &stmt,
+                    &[
+                        &row.pk,
+                        &to_i64(candidate.cut.0)?,
+                        &base,
+                        &body,
+                        &Timestamp::now().0,
+                    ],
+                )
+                .await
+                .map_err(pg)?
+                .get(0);
+            // The compare-and-swap: move the pointer only if it still names the base.
+            let stmt = tx
+                .prepare_cached("UPDATE runs SET active_summary_id = $1 WHERE pk = $2 AND active_summary_id IS NOT DISTINCT FROM $3")
+                .await
+                .map_err(pg)?;
+            let swapped = tx
+                .execute(&stmt, &[&new_id, &row.pk, &base])
+                .await
+                .map_err(pg)?;
+            if swapped != 1 {
+                tx.rollback().await.map_err(pg)?; // the inserted candidate goes with it
+                return Ok(Install::Rejected(Rejection::StaleBase {
+                    expected: candidate.base,
+                    active: row.active_summary_id,
+                }));
+            }
+            let summary = load_summary(&tx, row.pk, SummaryId(to_u64(new_id, "summary id")?))
+                .await?
+                .ok_or_else(|| Error::Corrupt {
+                    what: format!("summary {new_id} vanished inside its transaction"),
+                })?;
+            tx.commit().await.map_err(pg)?;
+            Ok(Install::Installed(summary))
+        })
+    }
+
+    async fn summaries(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Summary>, Error> {
+        with_client!(self, |client| {
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg)?;
+            let row = find_run(&tx, tenant, run, false).await?;
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk WHERE s.run_pk = $1 ORDER BY s.id"
+                ))
+                .await
+                .map_err(pg)?;
+            let summaries = tx
+                .query(&stmt, &[&row.pk])
+                .await
+                .map_err(pg)?
+                .iter()
+                .map(summary_from_row)
+                .collect();
+            tx.commit().await.map_err(pg)?;
+            summaries
+        })
+    }
+
+    async fn summary(&self, tenant: &TenantId, id: SummaryId) -> Result<Summary, Error> {
+        with_client!(self, |client| {
+            let stmt = client
+                .prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM summaries s JOIN runs r ON r.pk = s.run_pk WHERE s.id = $1 AND r.tenant_id = $2"
+                ))
+                .await
+                .map_err(pg)?;
+            match client
+                .query_opt(&stmt, &[&to_i64(id.0)?, &tenant.as_str()])
+                .await
+                .map_err(pg)?
+            {
+                Some(row) => summary_from_row(&row),
+                None => Err(Error::SummaryNotFound { id }),
+            }
+        })
+    }
+
+    async fn context_parts(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error> {
+        with_client!(self, |client| {
+            // One snapshot: run, summary and tail agree with each other.
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg)?;
+            let (pk, run) = load_run(&tx, tenant, run).await?;
+            let summary = match run.active_summary_id {
+                Some(id) => {
+                    Some(
+                        load_summary(&tx, pk, id)
+                            .await?
+                            .ok_or_else(|| Error::Corrupt {
+                                what: format!("run {} points at missing summary {id}", run.id),
+                            })?,
+                    )
+                }
+                None => None,
+            };
+            let from = summary.as_ref().map_or(Seq(1), |s| s.coverage.next());
+            let tail = read_entries(&tx, pk, from, None).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok((run, summary, tail))
+        })
+    }
+}

@@ -1,0 +1,98 @@
+//! Unit tests of shape detection and the auto-detecting [`crate::parse_message`].
+
+use baton_core::{Message, Role};
+use serde_json::{Value, json};
+
+use crate::{Format, detect, parse_message};
+
+#[track_caller]
+fn check(wire: Value, format: Option<Format>) {
+    assert_eq!(detect(&wire), format, "{wire}");
+    let message = parse_message(&wire).unwrap();
+    let direct = match format {
+        Some(Format::OpenAi) => crate::openai::parse_message(&wire),
+        Some(Format::Anthropic) | None => crate::anthropic::parse_message(&wire),
+    };
+    assert_eq!(message, direct.unwrap());
+}
+
+#[track_caller]
+fn check_err(wire: Value, expect: &str) {
+    assert_eq!(parse_message(&wire).unwrap_err().to_string(), expect);
+}
+
+#[test]
+fn detects_by_markers() {
+    use Format::{Anthropic, OpenAi};
+    check(json!({"role": "user", "content": "hi"}), None);
+    check(
+        json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}]}),
+        None,
+    );
+    check(json!({"role": "system", "content": "rules"}), None);
+    check(
+        json!({"role": "assistant", "content": "x", "tool_calls": []}),
+        Some(OpenAi),
+    );
+    check(
+        json!({"role": "tool", "tool_call_id": "a", "content": "x"}),
+        Some(OpenAi),
+    );
+    check(
+        json!({"role": "developer", "content": "rules"}),
+        Some(OpenAi),
+    );
+    check(json!({"role": "assistant", "content": null}), Some(OpenAi));
+    check(
+        json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}),
+        Some(OpenAi),
+    );
+    check(
+        json!({"role": "user", "content": [{"type": "input_text", "text": "x"}]}),
+        Some(OpenAi),
+    );
+    check(
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]}),
+        Some(Anthropic),
+    );
+    check(
+        json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "x", "signature": "s"}]}),
+        Some(Anthropic),
+    );
+    check(
+        json!({"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}),
+        Some(Anthropic),
+    );
+}
+
+#[test]
+fn one_vendor_message_is_one_core_message() {
+    let anthropic = json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "x"},
+        {"type": "tool_result", "tool_use_id": "b", "content": "y"},
+        {"type": "text", "text": "go on"},
+    ]});
+    let message = parse_message(&anthropic).unwrap();
+    assert_eq!(message.role, Role::User);
+    assert_eq!(message.tool_result_ids().collect::<Vec<_>>(), ["a", "b"]);
+    let openai = json!({"role": "tool", "tool_call_id": "a", "content": "x"});
+    let message: Message = parse_message(&openai).unwrap();
+    assert_eq!(message.role, Role::Tool);
+}
+
+#[test]
+fn errors() {
+    check_err(json!({"content": "hi"}), r#"message: missing field "role""#);
+    check_err(
+        json!({"role": "robot", "content": "hi"}),
+        r#"message: role "robot" is not one of system, developer, user, assistant, tool"#,
+    );
+    check_err(
+        json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, {"type": "video"}]}),
+        r#"message: content[2]: unknown block type "video""#,
+    );
+    check_err(
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}], "tool_calls": []}),
+        r#"message: has anthropic markers (content[0] of type "tool_use") and openai markers (field "tool_calls")"#,
+    );
+}
