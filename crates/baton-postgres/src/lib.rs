@@ -375,7 +375,7 @@ async fn load_run(
 ) -> Result<(i64, Run), Error> {
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT pk, {RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND id = $2"
+            "SELECT {RUN_COLUMNS}, pk FROM runs WHERE tenant_id = $1 AND id = $2"
         ))
         .await
         .map_err(pg)?;
@@ -384,23 +384,7 @@ async fn load_run(
         .await
         .map_err(pg)?
     {
-        Some(row) => {
-            let pk: i64 = row.get(0);
-            let run = Run {
-                id: RunId::new(row.get::<_, String>(1))?,
-                tenant: TenantId::new(row.get::<_, String>(2))?,
-                status: parse_status(row.get(3))?,
-                goal: row.get(4),
-                rules: row.get(5),
-                active_summary_id: row
-                    .get::<_, Option<i64>>(6)
-                    .map(|id| to_u64(id, "summary id").map(SummaryId))
-                    .transpose()?,
-                last_seq: Seq(to_u64(row.get(7), "last_seq")?),
-                created_at: Timestamp(row.get(8)),
-            };
-            Ok((pk, run))
-        }
+        Some(row) => Ok((row.get(8), run_from_row(&row)?)),
         None => Err(missing_run(c, tenant, run).await?),
     }
 }
@@ -469,6 +453,11 @@ async fn read_window(
         .query(&stmt, &[&run_pk, &to_i64(after.0)?])
         .await
         .map_err(pg)?;
+    events_from_rows(&rows)
+}
+
+/// Rows of `(seq, tool_uses, tool_results)` as protocol events.
+fn events_from_rows(rows: &[Row]) -> Result<Vec<ProtocolEvents>, Error> {
     rows.iter()
         .map(|row| {
             let seq = Seq(to_u64(row.get(0), "seq")?);
@@ -504,16 +493,7 @@ async fn read_tool_window(
         .query(&stmt, &[&run_pk, &to_i64(after.0)?, &to_i64(cut.0)?])
         .await
         .map_err(pg)?;
-    rows.iter()
-        .map(|row| {
-            let seq = Seq(to_u64(row.get(0), "seq")?);
-            Ok(ProtocolEvents {
-                seq,
-                uses: parse_ids(row.get(1), seq)?,
-                results: parse_ids(row.get(2), seq)?,
-            })
-        })
-        .collect()
+    events_from_rows(&rows)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
