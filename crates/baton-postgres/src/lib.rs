@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
     Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
-    TenantId, Timestamp, claim,
+    TenantId, Timestamp,
 };
 use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -563,12 +563,6 @@ async fn validate(
             }
         }
     };
-    if cand.cut <= coverage {
-        return Ok(Err(InvalidCandidate::CutNotBeyondBase {
-            cut: cand.cut,
-            coverage,
-        }));
-    }
     let stmt = c
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM history WHERE run_pk = $1 AND seq = $2)")
         .await
@@ -578,22 +572,13 @@ async fn validate(
         .await
         .map_err(pg)?
         .get(0);
-    if !cut_exists {
-        return Ok(Err(InvalidCandidate::CutNotFound {
-            cut: cand.cut,
-            last: run.last_seq,
-        }));
-    }
-    if let Err(why) = claim::validate_sources(&cand.claims, cand.cut, run.last_seq) {
+    if let Err(why) = baton_store::check_candidate(cand, coverage, cut_exists, run.last_seq) {
         return Ok(Err(why));
     }
-    let mut cited: Vec<i64> = cand
-        .claims
-        .iter()
-        .map(|cl| to_i64(cl.source_seq.0))
+    let cited: Vec<i64> = baton_store::cited_seqs(cand)
+        .into_iter()
+        .map(|seq| to_i64(seq.0))
         .collect::<Result<_, _>>()?;
-    cited.sort_unstable();
-    cited.dedup();
     if !cited.is_empty() {
         let stmt = c
             .prepare_cached("SELECT COUNT(*) FROM history WHERE run_pk = $1 AND seq = ANY($2)")

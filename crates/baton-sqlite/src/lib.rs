@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
     Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
-    TenantId, Timestamp, claim,
+    TenantId, Timestamp,
 };
 use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -514,34 +514,19 @@ fn validate(
             }
         }
     };
-    if c.cut <= coverage {
-        return Ok(Err(InvalidCandidate::CutNotBeyondBase {
-            cut: c.cut,
-            coverage,
-        }));
-    }
     let cut_exists: bool = conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM history WHERE run_pk = ?1 AND seq = ?2)")
         .map_err(sql)?
         .query_row(params![run.pk, to_i64(c.cut.0)?], |r| r.get(0))
         .map_err(sql)?;
-    if !cut_exists {
-        return Ok(Err(InvalidCandidate::CutNotFound {
-            cut: c.cut,
-            last: run.last_seq,
-        }));
-    }
-    if let Err(why) = claim::validate_sources(&c.claims, c.cut, run.last_seq) {
+    if let Err(why) = baton_store::check_candidate(c, coverage, cut_exists, run.last_seq) {
         return Ok(Err(why));
     }
     // Belt and braces over the gap-free invariant: every cited seq is a row of this run.
-    let mut cited: Vec<i64> = c
-        .claims
-        .iter()
-        .map(|cl| to_i64(cl.source_seq.0))
+    let cited: Vec<i64> = baton_store::cited_seqs(c)
+        .into_iter()
+        .map(|seq| to_i64(seq.0))
         .collect::<Result<_, _>>()?;
-    cited.sort_unstable();
-    cited.dedup();
     if !cited.is_empty() {
         let json = serde_json::to_string(&cited).map_err(|e| Error::Corrupt {
             what: e.to_string(),

@@ -293,6 +293,39 @@ impl Error {
     }
 }
 
+/// Checks a candidate against the facts a backend read inside its install transaction: the
+/// base's coverage, whether the cut names a row of the run, and the run's last seq. What needs
+/// the database (finding the base, the protocol window) stays in the backend; the rules are here
+/// once, so both backends reject the same candidates with the same reasons.
+pub fn check_candidate(
+    candidate: &Candidate,
+    coverage: Seq,
+    cut_exists: bool,
+    last_seq: Seq,
+) -> Result<(), InvalidCandidate> {
+    if candidate.cut <= coverage {
+        return Err(InvalidCandidate::CutNotBeyondBase {
+            cut: candidate.cut,
+            coverage,
+        });
+    }
+    if !cut_exists {
+        return Err(InvalidCandidate::CutNotFound {
+            cut: candidate.cut,
+            last: last_seq,
+        });
+    }
+    baton_core::claim::validate_sources(&candidate.claims, candidate.cut, last_seq)
+}
+
+/// The distinct seqs a candidate's claims cite, in order: a backend confirms each is a row.
+pub fn cited_seqs(candidate: &Candidate) -> Vec<Seq> {
+    let mut cited: Vec<Seq> = candidate.claims.iter().map(|c| c.source_seq).collect();
+    cited.sort_unstable();
+    cited.dedup();
+    cited
+}
+
 /// A new run id: a time-ordered UUID (v7), so generated ids sort by creation time.
 pub fn generate_run_id() -> Result<RunId, Error> {
     Ok(RunId::new(uuid::Uuid::now_v7().to_string())?)
