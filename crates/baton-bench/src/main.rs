@@ -19,11 +19,25 @@
 //!    version with the cut 10 further and a few claims; median latency and installs per
 //!    second, the number of messages in the protocol window each install reads, and the same
 //!    series on a ten-times longer run to show how install cost follows that window.
+//! 5. **PostgreSQL append** (issue 3; module `postgres`): on the server `BATON_BENCH_PG`, else
+//!    `BATON_TEST_PG`, else `postgres://postgres@127.0.0.1:5432/test`, in a fresh schema per
+//!    run (dropped at the end), `PgStore`'s `Store::append` against bare `tokio-postgres` in a
+//!    second schema with baton's migration applied verbatim. (a) Batches of 100 of the same
+//!    messages as 1, against the bare transaction (`BEGIN`, the pre-serialized rows, update
+//!    `last_seq`, `COMMIT`) with the rows written by baton's `unnest` insert, a multi-row
+//!    `VALUES` insert and binary `COPY`; the ratio is baton over the fastest (target >= 0.5).
+//!    (b) One message per call against the bare single-row transaction, and the bare one with
+//!    baton's run-row `SELECT … FOR UPDATE` added for attribution. (c) Eight tasks appending
+//!    batches of 10 to eight runs at once, total messages per second, and one task alone.
+//!    Sides take turns every few batches or messages, each turn starting one side further on;
+//!    medians of rounds are reported. A server that cannot be reached skips the section with
+//!    one `postgres: skipped (…)` line and the bench goes on.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
 //!
-//! Run it with `cargo run --release -p baton-bench` (about 15 seconds on two cores).
+//! Run it with `cargo run --release -p baton-bench` (about 17 seconds on two cores, 5 of them
+//! PostgreSQL's).
 //! `--quick` runs every measurement at a small size (the CI smoke test, about a second even in
 //! a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
 //! object with every figure as the last line of output. The process exits 0 whether figures
@@ -44,6 +58,8 @@ use baton_store::{Candidate, Install, NewEntry, NewRun, Store};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
+
+mod postgres;
 
 /// baton's schema, applied verbatim to the bare baseline's file.
 const SCHEMA: &str = include_str!("../../baton-sqlite/migrations/0001_init.sql");
@@ -313,6 +329,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     single_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
+    postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;
@@ -1113,7 +1130,7 @@ fn summary_installs(
     )?;
     writeln!(
         out,
-        "    (the window is every message after the base's coverage to the end of history, not to the cut)"
+        "    (the window is every message after the base's coverage; an install reads only its rows that open or answer a tool call, 2 of every 5 here)"
     )?;
     report.figure(
         "install_median_ms",
