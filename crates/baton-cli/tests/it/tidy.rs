@@ -67,14 +67,18 @@ fn no_test_is_silenced() {
 #[test]
 fn both_backends_have_the_same_migration_versions() {
     let names = |backend: &str| {
-        let mut names: Vec<_> = std::fs::read_dir(workspace().join("crates").join(backend).join("migrations"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let mut names: Vec<_> =
+            std::fs::read_dir(workspace().join("crates").join(backend).join("migrations"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
         names.sort();
         names
     };
     let (sqlite, postgres) = (names("baton-sqlite"), names("baton-postgres"));
     assert!(!sqlite.is_empty());
-    assert_eq!(sqlite, postgres, "a schema version means the same tables on both backends");
+    assert_eq!(
+        sqlite, postgres,
+        "a schema version means the same tables on both backends"
+    );
 }
