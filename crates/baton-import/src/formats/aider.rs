@@ -1,0 +1,541 @@
+//! aider chat history Markdown (`.aider.chat.history.md`, and the website's example transcripts).
+//!
+//! aider appends to one Markdown file across sessions, marking lines by prefix:
+//! - `# aider chat started at <time>` starts a session; each session is one [`Transcript`]
+//!   (`index` = its position in the file), and `<time>` (local time as aider wrote it, such as
+//!   `2024-08-05 19:33:02`, with no offset) is the timestamp of the session's first message.
+//!   Chat lines before the first header (a history whose start was cut off) form a session of
+//!   their own, without a timestamp; a file with no header at all (a website example) is one
+//!   session.
+//! - `#### ` lines are what the user typed; a run of them is one user message.
+//! - `> ` lines are aider's console output. aider has no tool protocol, but it does act: each
+//!   `> Applied edit to FILE` line is a tool use `{name: "apply_edit", input: {"path": FILE}}`
+//!   (id `aider-edit-<n>`, numbered per session) answered by a [`Role::Tool`] result
+//!   `Applied edit to FILE`. The use joins the assistant message just before it (the reply whose
+//!   edit blocks aider applied), else opens an assistant message of its own. Every other run of
+//!   console lines is one user message holding the output: it is what the person saw and
+//!   answered (`Add these files to the chat? y`), and it is not a tool's answer to the model.
+//!   A `Model:`, `Models:` or `Main model:` console line sets the model of later assistant
+//!   messages.
+//! - Any other line is the assistant's reply, a run of them one assistant message (blank lines
+//!   at its ends trimmed). Text before a session's first user line is not chat (the website
+//!   examples' introductions) and is skipped.
+//!
+//! The trailing two spaces aider writes after `####` and `>` lines (a Markdown line break) are
+//! removed. Prefixes are matched on every line, inside code fences too, as aider writes them.
+//! A Jekyll front matter block (`---` … `---`) at the top of the file is skipped, and in such a
+//! file lines holding only `<div …>`, `</div>` or `<br/>` (the website's transcript wrappers)
+//! are skipped too. Skipped lines are counted in [`crate::Skipped::non_message_lines`].
+
+use baton_core::{ContentBlock, Message, Role};
+use serde_json::json;
+
+use crate::{Error, Format, ImportedMessage, Transcript};
+
+const HEADER: &str = "# aider chat started at ";
+
+/// Whether `bytes` look like an aider chat history: a session header, or user and console lines.
+pub fn sniff(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return false;
+    }
+    let mut user = false;
+    let mut console = false;
+    for line in text.lines() {
+        if line.starts_with(HEADER) {
+            return true;
+        }
+        match Kind::of(line) {
+            Kind::User(_) => user = true,
+            Kind::Console(_) => console = true,
+            Kind::Other => {}
+        }
+        if user && console {
+            return true;
+        }
+    }
+    false
+}
+
+/// Reads every session of a chat history.
+pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| Error::malformed(format!("not UTF-8: {e}")))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut start = 0;
+    let website = lines.first().is_some_and(|l| l.trim_end() == "---");
+    if website {
+        let close = lines
+            .iter()
+            .skip(1)
+            .position(|l| l.trim_end() == "---")
+            .ok_or_else(|| Error::at(1, "front matter opened with \"---\" is not closed"))?;
+        start = close + 2;
+    }
+
+    let mut out = Vec::new();
+    let mut session = Session::new(0, None, website);
+    session.t.skipped.non_message_lines += start;
+    let mut preamble_has_chat = false;
+    let mut seen_header = false;
+    for line in &lines[start..] {
+        if let Some(time) = line.strip_prefix(HEADER) {
+            if seen_header || preamble_has_chat {
+                out.push(session.finish());
+            }
+            seen_header = true;
+            session = Session::new(out.len(), Some(time.trim().to_owned()), website);
+            continue;
+        }
+        let kind = Kind::of(line);
+        if !matches!(kind, Kind::Other) {
+            preamble_has_chat = true;
+        }
+        session.line(line, kind);
+    }
+    if seen_header || preamble_has_chat {
+        out.push(session.finish());
+    }
+    if out.is_empty() {
+        return Err(Error::malformed(
+            "no aider session: no \"# aider chat started at\" header and no \"####\" or \">\" lines",
+        ));
+    }
+    Ok(out)
+}
+
+/// How aider marked a line.
+enum Kind<'a> {
+    /// `#### text`: user input.
+    User(&'a str),
+    /// `> text`: console output.
+    Console(&'a str),
+    /// Anything else.
+    Other,
+}
+
+impl<'a> Kind<'a> {
+    fn of(line: &'a str) -> Kind<'a> {
+        let body = line.strip_suffix("  ").unwrap_or(line);
+        let marked = |prefix: &str| {
+            body.strip_prefix(prefix).and_then(|rest| {
+                if rest.is_empty() {
+                    Some("")
+                } else {
+                    rest.strip_prefix(' ')
+                }
+            })
+        };
+        if let Some(rest) = marked("####") {
+            Kind::User(rest)
+        } else if let Some(rest) = marked(">") {
+            Kind::Console(rest)
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// The block being collected.
+#[derive(PartialEq)]
+enum Block {
+    None,
+    User,
+    Console,
+    Assistant,
+}
+
+struct Session {
+    t: Transcript,
+    timestamp: Option<String>,
+    model: Option<String>,
+    website: bool,
+    /// Whether a user line has been seen: assistant text comes only after one.
+    started: bool,
+    block: Block,
+    buffer: Vec<String>,
+    /// Applied edits waiting for their results: (id, path).
+    pending: Vec<(String, String)>,
+    edits: usize,
+}
+
+impl Session {
+    fn new(index: usize, timestamp: Option<String>, website: bool) -> Self {
+        let mut t = Transcript::new(Format::Aider);
+        t.index = index;
+        Session {
+            t,
+            timestamp,
+            model: None,
+            website,
+            started: false,
+            block: Block::None,
+            buffer: Vec::new(),
+            pending: Vec::new(),
+            edits: 0,
+        }
+    }
+
+    fn line(&mut self, line: &str, kind: Kind<'_>) {
+        match kind {
+            Kind::User(text) => {
+                self.switch(Block::User);
+                self.started = true;
+                self.buffer.push(text.to_owned());
+            }
+            Kind::Console(text) => {
+                self.switch(Block::Console);
+                self.console(text);
+            }
+            Kind::Other => {
+                if self.website && is_wrapper(line) {
+                    self.t.skipped.non_message_lines += 1;
+                    return;
+                }
+                if !self.started {
+                    self.switch(Block::None);
+                    if !line.trim().is_empty() {
+                        self.t.skipped.non_message_lines += 1;
+                    }
+                    return;
+                }
+                self.switch(Block::Assistant);
+                self.buffer.push(line.to_owned());
+            }
+        }
+    }
+
+    fn console(&mut self, text: &str) {
+        if let Some(path) = text.strip_prefix("Applied edit to ") {
+            self.flush_console();
+            self.edits += 1;
+            let id = format!("aider-edit-{}", self.edits);
+            let path = path.trim().to_owned();
+            let tool_use = ContentBlock::ToolUse {
+                id: id.clone(),
+                name: "apply_edit".to_owned(),
+                input: json!({ "path": path }),
+            };
+            match self.t.messages.last_mut() {
+                Some(last)
+                    if last.message.role == Role::Assistant
+                        && (!self.pending.is_empty()
+                            || last.message.tool_use_ids().next().is_none()) =>
+                {
+                    last.message.content.push(tool_use);
+                }
+                _ => self.push(Message {
+                    role: Role::Assistant,
+                    content: vec![tool_use],
+                }),
+            }
+            self.pending.push((id, path));
+            return;
+        }
+        self.flush_results();
+        if let Some(model) = model_of(text) {
+            self.model = Some(model.to_owned());
+            self.t.saw_model(model);
+        }
+        self.buffer.push(text.to_owned());
+    }
+
+    /// Ends the current block if `next` is a different one.
+    fn switch(&mut self, next: Block) {
+        if self.block == next {
+            return;
+        }
+        match self.block {
+            Block::User => {
+                let text = std::mem::take(&mut self.buffer).join("\n");
+                self.push(Message::text(Role::User, text.trim_end()));
+            }
+            Block::Console => {
+                self.flush_results();
+                self.flush_console();
+            }
+            Block::Assistant => {
+                let text = std::mem::take(&mut self.buffer).join("\n");
+                let text = text.trim_matches('\n').trim_end();
+                if !text.is_empty() {
+                    self.push(Message::text(Role::Assistant, text));
+                }
+            }
+            Block::None => {}
+        }
+        self.block = next;
+    }
+
+    fn flush_console(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.buffer).join("\n");
+        let text = text.trim_matches('\n').trim_end();
+        if !text.is_empty() {
+            self.push(Message::text(Role::User, text));
+        }
+    }
+
+    fn flush_results(&mut self) {
+        for (id, path) in std::mem::take(&mut self.pending) {
+            self.push(Message {
+                role: Role::Tool,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: vec![ContentBlock::Text {
+                        text: format!("Applied edit to {path}"),
+                    }],
+                    is_error: false,
+                }],
+            });
+        }
+    }
+
+    fn push(&mut self, message: Message) {
+        let model = (message.role == Role::Assistant)
+            .then(|| self.model.clone())
+            .flatten();
+        self.t.messages.push(ImportedMessage {
+            message,
+            timestamp: self.timestamp.take(),
+            model,
+        });
+    }
+
+    fn finish(mut self) -> Transcript {
+        self.switch(Block::None);
+        self.t
+    }
+}
+
+/// The website's transcript wrappers.
+fn is_wrapper(line: &str) -> bool {
+    let l = line.trim();
+    (l.starts_with("<div") || l.starts_with("</div") || l.starts_with("<br")) && l.ends_with('>')
+}
+
+/// The main model named by an aider startup line, such as
+/// `Models: gpt-4o with diff edit format, weak model gpt-4o-mini`.
+fn model_of(text: &str) -> Option<&str> {
+    let rest = ["Main model: ", "Models: ", "Model: "]
+        .iter()
+        .find_map(|p| text.strip_prefix(p))?;
+    let end = rest
+        .find(" with ")
+        .or_else(|| rest.find(','))
+        .unwrap_or(rest.len());
+    let model = rest[..end].trim();
+    (!model.is_empty()).then_some(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(t: &Transcript) -> Vec<(Role, String)> {
+        t.messages
+            .iter()
+            .map(|m| (m.message.role, m.message.plain_text()))
+            .collect()
+    }
+
+    #[test]
+    fn sessions_turns_console_and_edits() {
+        let md = "\
+# aider chat started at 2024-08-05 19:33:02
+
+> aider --lint  
+> Models: claude-3-5-sonnet-20240620 with diff edit format, weak model claude-3-haiku  
+
+#### Fix the bug  
+#### in utils.py  
+
+Here is the fix:
+
+utils.py
+```python
+<<<<<<< SEARCH
+x
+=======
+y
+>>>>>>> REPLACE
+```
+
+> Applied edit to utils.py  
+> Applied edit to b.py  
+> Commit abc123 fix  
+
+#### thanks  
+
+You're welcome.
+
+# aider chat started at 2024-08-06 10:00:00
+
+> Model: gpt-4 with whole edit format  
+";
+        let ts = parse(md.as_bytes()).unwrap();
+        assert_eq!(ts.len(), 2);
+        let t = &ts[0];
+        assert_eq!(t.index, 0);
+        assert_eq!(
+            t.messages[0].timestamp.as_deref(),
+            Some("2024-08-05 19:33:02")
+        );
+        assert!(t.messages[1..].iter().all(|m| m.timestamp.is_none()));
+        assert_eq!(t.models, ["claude-3-5-sonnet-20240620"]);
+        let got = texts(t);
+        assert_eq!(got[0], (Role::User, "aider --lint\nModels: claude-3-5-sonnet-20240620 with diff edit format, weak model claude-3-haiku".into()));
+        assert_eq!(got[1], (Role::User, "Fix the bug\nin utils.py".into()));
+        assert_eq!(got[2].0, Role::Assistant);
+        assert!(
+            got[2]
+                .1
+                .starts_with("Here is the fix:\n\nutils.py\n```python")
+        );
+        assert!(got[2].1.ends_with(">>>>>>> REPLACE\n```"));
+        // The edits join the reply that made them.
+        assert_eq!(
+            t.messages[2].message.tool_use_ids().collect::<Vec<_>>(),
+            ["aider-edit-1", "aider-edit-2"]
+        );
+        assert_eq!(
+            t.messages[2].model.as_deref(),
+            Some("claude-3-5-sonnet-20240620")
+        );
+        match &t.messages[2].message.content[1] {
+            ContentBlock::ToolUse { name, input, .. } => {
+                assert_eq!(name, "apply_edit");
+                assert_eq!(input, &json!({"path": "utils.py"}));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.messages[3].message.role, Role::Tool);
+        assert_eq!(
+            t.messages[3].message.tool_result_ids().collect::<Vec<_>>(),
+            ["aider-edit-1"]
+        );
+        assert_eq!(
+            t.messages[4].message.tool_result_ids().collect::<Vec<_>>(),
+            ["aider-edit-2"]
+        );
+        assert_eq!(got[5], (Role::User, "Commit abc123 fix".into()));
+        assert_eq!(got[6], (Role::User, "thanks".into()));
+        assert_eq!(got[7], (Role::Assistant, "You're welcome.".into()));
+        assert_eq!(t.messages.len(), 8);
+        assert_eq!(t.tool_calls(), 2);
+
+        let t = &ts[1];
+        assert_eq!(t.index, 1);
+        assert_eq!(t.models, ["gpt-4"]);
+        assert_eq!(t.messages.len(), 1);
+        assert_eq!(
+            t.messages[0].timestamp.as_deref(),
+            Some("2024-08-06 10:00:00")
+        );
+    }
+
+    #[test]
+    fn edit_after_console_opens_its_own_assistant_message() {
+        let md = "#### make it\n\nok\n\n> Allow creation of new file a.py? y  \n> Applied edit to a.py  \n";
+        let t = &parse(md.as_bytes()).unwrap()[0];
+        let roles: Vec<Role> = t.messages.iter().map(|m| m.message.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::User,
+                Role::Assistant,
+                Role::Tool
+            ]
+        );
+        assert_eq!(t.messages[3].message.content.len(), 1);
+        assert_eq!(t.messages[3].message.tool_use_ids().count(), 1);
+        // A second edit after a user turn, with no reply before it, gets its own message too.
+        let md = "#### a\n> Applied edit to x  \n#### b\n> Applied edit to y  \n";
+        let t = &parse(md.as_bytes()).unwrap()[0];
+        let roles: Vec<Role> = t.messages.iter().map(|m| m.message.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant,
+                Role::Tool
+            ]
+        );
+    }
+
+    #[test]
+    fn website_example_front_matter_prose_and_wrappers_are_skipped() {
+        let md = "---\nparent: Example chat transcripts\n---\n\n# Hello aider!\n\nIntro prose.\n\n<br/>\n<div class=\"chat-transcript\" markdown=\"1\">\n\n#### change hello to goodbye  \n\nDone.\n\n> Applied edit to hello.py  \n\n</div>\n<br/>\n";
+        let ts = parse(md.as_bytes()).unwrap();
+        assert_eq!(ts.len(), 1);
+        let t = &ts[0];
+        assert_eq!(texts(t)[0], (Role::User, "change hello to goodbye".into()));
+        assert_eq!(texts(t)[1].1, "Done.");
+        assert_eq!(t.messages.len(), 3);
+        assert_eq!(t.messages[0].timestamp, None);
+        // 3 front matter lines, heading, prose, 2 <br/>, 2 <div>s.
+        assert_eq!(t.skipped.non_message_lines, 3 + 2 + 4);
+    }
+
+    #[test]
+    fn preamble_before_first_header_is_a_session() {
+        let md = "-*- mode: fundamental -*-\n> output\n#### fix\n\n# aider chat started at 2024-01-01 00:00:00\n\n#### hi\n";
+        let ts = parse(md.as_bytes()).unwrap();
+        assert_eq!(ts.len(), 2);
+        assert_eq!(ts[0].messages[0].timestamp, None);
+        assert_eq!(ts[0].skipped.non_message_lines, 1);
+        assert_eq!(
+            texts(&ts[0]),
+            [(Role::User, "output".into()), (Role::User, "fix".into())]
+        );
+        assert_eq!(ts[1].index, 1);
+        // Without chat lines the preamble is no session.
+        let ts = parse(b"notes\n# aider chat started at 2024-01-01 00:00:00\n#### hi\n").unwrap();
+        assert_eq!(ts.len(), 1);
+        assert_eq!(ts[0].index, 0);
+    }
+
+    #[test]
+    fn markers_need_their_space() {
+        assert!(matches!(Kind::of("####"), Kind::User("")));
+        assert!(matches!(Kind::of("####   "), Kind::User("")));
+        assert!(matches!(Kind::of(">"), Kind::Console("")));
+        assert!(matches!(Kind::of(">  "), Kind::Console("")));
+        assert!(matches!(Kind::of("#####"), Kind::Other));
+        assert!(matches!(Kind::of(">>>>>>> REPLACE"), Kind::Other));
+        assert!(matches!(Kind::of("###x"), Kind::Other));
+        assert_eq!(
+            model_of("Main model: o1 with diff edit format, infinite"),
+            Some("o1")
+        );
+        assert_eq!(model_of("Model: gpt-4"), Some("gpt-4"));
+        assert_eq!(model_of("Models: a, weak b"), Some("a"));
+        assert_eq!(model_of("Modelx: a"), None);
+    }
+
+    #[test]
+    fn sniff_and_malformed() {
+        assert!(sniff(b"# aider chat started at 2024-01-01 00:00:00\n"));
+        assert!(sniff(b"---\nx: 1\n---\n#### hi\n> Applied edit to a\n"));
+        assert!(!sniff(b"# Title\n\n#### A heading\n\ntext\n"));
+        assert!(!sniff(
+            b"[{\"role\":\"user\",\"content\":\"#### x\\n> y\"}]"
+        ));
+        let err = parse(b"just prose\n").unwrap_err();
+        assert!(err.to_string().starts_with("no aider session"), "{err}");
+        let err = parse(b"---\ntitle: x\n#### hi\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 1: front matter opened with \"---\" is not closed"
+        );
+        assert!(parse(&[0xff, 0xfe]).is_err());
+    }
+}

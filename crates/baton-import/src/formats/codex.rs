@@ -1,0 +1,648 @@
+//! Codex CLI rollout JSONL (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): lines of
+//! `{"timestamp", "type", "payload"}`, with `type` one of `session_meta`, `turn_context`,
+//! `response_item`, `event_msg` and `compacted`.
+//!
+//! What is read:
+//! - `response_item` payloads, in order:
+//!   - `message`: role `user` → user, `developer` and `system` → system, `assistant` → the
+//!     current assistant message; parts `input_text`/`output_text` become text, `input_image`
+//!     an image (a `data:` URL becomes inline base64, anything else a URL).
+//!   - `reasoning`: each `summary` (and `content`) text becomes a thinking block, and
+//!     `encrypted_content` a redacted-thinking block kept byte for byte.
+//!   - `function_call` (input = the parsed `arguments`, or the raw string when they are not
+//!     JSON), `custom_tool_call` (input = the raw `input` string) and `local_shell_call`
+//!     (name `local_shell`, input = its `action`): tool-use blocks.
+//!   - `function_call_output`, `custom_tool_call_output`, `local_shell_call_output`: one
+//!     [`Role::Tool`] message each, holding a tool result for its `call_id`.
+//!
+//!   Assistant-side items in a row (reasoning, assistant text, calls) form one assistant
+//!   message; any other message or tool output ends it. Other payload types (`ghost_snapshot`,
+//!   `web_search_call`…) are passed over and counted.
+//! - `compacted` lines become [`CompactionEvent`]s (summary = `payload.message`).
+//! - `session_meta.payload.id` is the session id; `turn_context.payload.model` names the model
+//!   of the assistant messages that follow.
+//! - `event_msg` lines repeat what the response items say and are passed over and counted, with
+//!   one exception: a `user_message` event whose text appears in no user `message` item becomes
+//!   a user message (Codex Desktop records user input only as events).
+//!
+//! Counted in [`Skipped::non_message_lines`]: every line that adds nothing to a message
+//! (metadata, turn context, events, compactions, unknown payloads).
+//! A line that is not a JSON object is an error naming the line, except a last line with no
+//! terminating newline (a line still being written), which is dropped and counted.
+//! A file without messages yields no transcript.
+
+use baton_core::{ContentBlock, MediaSource, Message, Role};
+use serde_json::{Map, Value};
+
+use crate::{CompactionEvent, Error, Format, ImportedMessage, Transcript};
+
+/// Line types a rollout has; used by [`sniff`].
+const KNOWN_TYPES: [&str; 5] = [
+    "session_meta",
+    "turn_context",
+    "response_item",
+    "event_msg",
+    "compacted",
+];
+
+/// How many leading non-empty lines [`sniff`] looks at.
+const SNIFF_LINES: usize = 5;
+
+/// Whether `bytes` look like a Codex rollout: one of the first non-empty lines is a JSON object
+/// with a known `type` and an object `payload`.
+pub fn sniff(bytes: &[u8]) -> bool {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.trim_ascii().is_empty())
+        .take(SNIFF_LINES)
+        .filter_map(|l| serde_json::from_slice::<Map<String, Value>>(l).ok())
+        .any(|obj| {
+            obj.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| KNOWN_TYPES.contains(&t))
+                && obj.get("payload").is_some_and(Value::is_object)
+        })
+}
+
+/// One line with a JSON object.
+struct Line {
+    no: usize,
+    kind: String,
+    timestamp: Option<String>,
+    payload: Map<String, Value>,
+}
+
+/// Reads one rollout file.
+pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
+    let (lines, truncated) = read_lines(bytes)?;
+    let user_texts: Vec<String> = lines
+        .iter()
+        .filter(|l| l.kind == "response_item" && str_of(&l.payload, "type") == Some("message"))
+        .filter(|l| str_of(&l.payload, "role") == Some("user"))
+        .map(|l| part_texts(&l.payload))
+        .collect();
+
+    let mut b = Builder {
+        t: Transcript::new(Format::Codex),
+        open_assistant: false,
+        model: None,
+    };
+    b.t.skipped.non_message_lines = usize::from(truncated);
+    for line in &lines {
+        let used = match line.kind.as_str() {
+            "session_meta" => {
+                if b.t.source_session_id.is_none() {
+                    b.t.source_session_id = str_of(&line.payload, "id").map(str::to_owned);
+                }
+                false
+            }
+            "turn_context" => {
+                if let Some(model) = str_of(&line.payload, "model") {
+                    b.t.saw_model(model);
+                    b.model = Some(model.to_owned());
+                }
+                false
+            }
+            "compacted" => {
+                b.t.compactions.push(CompactionEvent {
+                    after_messages: b.t.messages.len(),
+                    summary: str_of(&line.payload, "message")
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned),
+                    timestamp: line.timestamp.clone(),
+                });
+                b.open_assistant = false;
+                false
+            }
+            "event_msg" => b.user_event(line, &user_texts),
+            "response_item" => b.item(line)?,
+            _ => false,
+        };
+        if !used {
+            b.t.skipped.non_message_lines += 1;
+        }
+    }
+    if b.t.messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![b.t])
+}
+
+fn read_lines(bytes: &[u8]) -> Result<(Vec<Line>, bool), Error> {
+    let raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    let n = raw.len();
+    let mut out = Vec::new();
+    let mut truncated = false;
+    for (i, raw_line) in raw.into_iter().enumerate() {
+        let no = i + 1;
+        if raw_line.trim_ascii().is_empty() {
+            continue;
+        }
+        let mut obj = match serde_json::from_slice::<Value>(raw_line) {
+            Ok(Value::Object(obj)) => obj,
+            Ok(_) => return Err(Error::at(no, "expected a JSON object")),
+            Err(_) if i + 1 == n => {
+                truncated = true;
+                continue;
+            }
+            Err(e) => return Err(Error::at(no, format!("invalid JSON: {e}"))),
+        };
+        let kind = str_of(&obj, "type").unwrap_or("").to_owned();
+        let timestamp = str_of(&obj, "timestamp").map(str::to_owned);
+        let payload = match obj.remove("payload") {
+            Some(Value::Object(p)) => p,
+            None | Some(Value::Null) => Map::new(),
+            Some(_) => return Err(Error::at(no, "\"payload\" is not an object")),
+        };
+        out.push(Line {
+            no,
+            kind,
+            timestamp,
+            payload,
+        });
+    }
+    Ok((out, truncated))
+}
+
+struct Builder {
+    t: Transcript,
+    /// Whether the last message is an assistant message still taking items.
+    open_assistant: bool,
+    /// The model of the current turn.
+    model: Option<String>,
+}
+
+impl Builder {
+    fn push(&mut self, line: &Line, message: Message) {
+        let model = (message.role == Role::Assistant)
+            .then(|| self.model.clone())
+            .flatten();
+        self.open_assistant = message.role == Role::Assistant;
+        self.t.messages.push(ImportedMessage {
+            message,
+            timestamp: line.timestamp.clone(),
+            model,
+        });
+    }
+
+    /// Appends blocks to the open assistant message, or starts one.
+    fn assistant(&mut self, line: &Line, blocks: Vec<ContentBlock>) {
+        if self.open_assistant
+            && let Some(last) = self.t.messages.last_mut()
+        {
+            last.message.content.extend(blocks);
+            return;
+        }
+        self.push(
+            line,
+            Message {
+                role: Role::Assistant,
+                content: blocks,
+            },
+        );
+    }
+
+    /// A `user_message` event that no user message item repeats becomes a user message.
+    fn user_event(&mut self, line: &Line, user_texts: &[String]) -> bool {
+        if str_of(&line.payload, "type") != Some("user_message") {
+            return false;
+        }
+        let text = str_of(&line.payload, "message").unwrap_or("").trim();
+        if text.is_empty() || user_texts.iter().any(|t| t.contains(text)) {
+            return false;
+        }
+        self.push(line, Message::text(Role::User, text));
+        true
+    }
+
+    /// Reads one response item; false when it is not part of a message.
+    fn item(&mut self, line: &Line) -> Result<bool, Error> {
+        let p = &line.payload;
+        let at = |reason: String| Error::at(line.no, reason);
+        match str_of(p, "type").unwrap_or("") {
+            "message" => {
+                let role = match str_of(p, "role") {
+                    Some("user") => Role::User,
+                    Some("assistant") => Role::Assistant,
+                    Some("developer" | "system") => Role::System,
+                    other => return Err(at(format!("message: unknown role {other:?}"))),
+                };
+                let content = parts(p).map_err(at)?;
+                if role == Role::Assistant {
+                    self.assistant(line, content);
+                } else {
+                    self.push(line, Message { role, content });
+                }
+            }
+            "reasoning" => {
+                let mut blocks = Vec::new();
+                for key in ["summary", "content"] {
+                    for part in p.get(key).and_then(Value::as_array).into_iter().flatten() {
+                        if let Some(text) = part.get("text").and_then(Value::as_str) {
+                            blocks.push(ContentBlock::Thinking {
+                                thinking: text.to_owned(),
+                                signature: None,
+                            });
+                        }
+                    }
+                }
+                if let Some(data) = str_of(p, "encrypted_content") {
+                    blocks.push(ContentBlock::RedactedThinking {
+                        data: data.to_owned(),
+                    });
+                }
+                if blocks.is_empty() {
+                    return Ok(false);
+                }
+                self.assistant(line, blocks);
+            }
+            kind @ ("function_call" | "custom_tool_call" | "local_shell_call") => {
+                let id = call_id(p).ok_or_else(|| at(format!("{kind} without \"call_id\"")))?;
+                let (name, input) = match kind {
+                    "function_call" => {
+                        let args = str_of(p, "arguments").unwrap_or("");
+                        let input = if args.trim().is_empty() {
+                            Value::Object(Map::new())
+                        } else {
+                            serde_json::from_str(args)
+                                .unwrap_or_else(|_| Value::String(args.to_owned()))
+                        };
+                        (str_of(p, "name").unwrap_or(""), input)
+                    }
+                    "custom_tool_call" => (
+                        str_of(p, "name").unwrap_or(""),
+                        Value::String(str_of(p, "input").unwrap_or("").to_owned()),
+                    ),
+                    _ => (
+                        "local_shell",
+                        p.get("action").cloned().unwrap_or(Value::Null),
+                    ),
+                };
+                if name.is_empty() {
+                    return Err(at(format!("{kind} without \"name\"")));
+                }
+                let block = ContentBlock::ToolUse {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    input,
+                };
+                self.assistant(line, vec![block]);
+            }
+            kind @ ("function_call_output"
+            | "custom_tool_call_output"
+            | "local_shell_call_output") => {
+                let id = call_id(p).ok_or_else(|| at(format!("{kind} without \"call_id\"")))?;
+                let (content, is_error) = output(p.get("output")).map_err(at)?;
+                let block = ContentBlock::ToolResult {
+                    tool_use_id: id.to_owned(),
+                    content,
+                    is_error,
+                };
+                self.push(
+                    line,
+                    Message {
+                        role: Role::Tool,
+                        content: vec![block],
+                    },
+                );
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+fn str_of<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    obj.get(key).and_then(Value::as_str)
+}
+
+fn call_id(p: &Map<String, Value>) -> Option<&str> {
+    str_of(p, "call_id")
+        .or_else(|| str_of(p, "id"))
+        .filter(|s| !s.is_empty())
+}
+
+/// The text of a message item's parts, joined, for matching `user_message` events.
+fn part_texts(p: &Map<String, Value>) -> String {
+    let mut out = String::new();
+    for part in p
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            out.push_str(text);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A message item's content parts as blocks.
+fn parts(p: &Map<String, Value>) -> Result<Vec<ContentBlock>, String> {
+    match p.get("content") {
+        Some(Value::String(s)) => Ok(text_block(s).into_iter().collect()),
+        Some(Value::Array(items)) => content_items(items, "content"),
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(_) => Err("message: \"content\" is neither a string nor a list".to_owned()),
+    }
+}
+
+fn content_items(items: &[Value], at: &str) -> Result<Vec<ContentBlock>, String> {
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "input_text" | "output_text" | "text" | "refusal" => {
+                let text = item
+                    .get("text")
+                    .or_else(|| item.get("refusal"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{at}[{i}]: {kind} part without text"))?;
+                out.extend(text_block(text));
+            }
+            "input_image" => {
+                let url = item
+                    .get("image_url")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{at}[{i}]: input_image without \"image_url\""))?;
+                out.push(ContentBlock::Image {
+                    source: media_source(url),
+                });
+            }
+            other => return Err(format!("{at}[{i}]: unknown content part type {other:?}")),
+        }
+    }
+    Ok(out)
+}
+
+fn text_block(text: &str) -> Option<ContentBlock> {
+    (!text.is_empty()).then(|| ContentBlock::Text {
+        text: text.to_owned(),
+    })
+}
+
+/// A `data:<type>;base64,<data>` URL as inline bytes, any other URL as a reference.
+fn media_source(url: &str) -> MediaSource {
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((meta, data)) = rest.split_once(',')
+        && let Some(media_type) = meta.strip_suffix(";base64")
+    {
+        return MediaSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        };
+    }
+    MediaSource::Url {
+        url: url.to_owned(),
+    }
+}
+
+/// A tool output: a string, a list of content items, or `{content, success}`.
+fn output(value: Option<&Value>) -> Result<(Vec<ContentBlock>, bool), String> {
+    match value {
+        None | Some(Value::Null) => Ok((Vec::new(), false)),
+        Some(Value::String(s)) => Ok((text_block(s).into_iter().collect(), false)),
+        Some(Value::Array(items)) => Ok((content_items(items, "output")?, false)),
+        Some(Value::Object(obj)) => {
+            let failed = obj.get("success").and_then(Value::as_bool) == Some(false);
+            let (content, _) = output(obj.get("content").or_else(|| obj.get("output")))?;
+            Ok((content, failed))
+        }
+        Some(other) => Ok((
+            vec![ContentBlock::Text {
+                text: other.to_string(),
+            }],
+            false,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_core::{ContentBlock, MediaSource, Role};
+    use serde_json::{Value, json};
+
+    use super::{parse, sniff};
+    use crate::{Error, Transcript};
+
+    fn line(kind: &str, payload: Value) -> Value {
+        json!({"timestamp": "2025-01-01T00:00:00Z", "type": kind, "payload": payload})
+    }
+
+    fn item(payload: Value) -> Value {
+        line("response_item", payload)
+    }
+
+    fn jsonl(lines: &[Value]) -> Vec<u8> {
+        let mut out = String::new();
+        for l in lines {
+            out.push_str(&l.to_string());
+            out.push('\n');
+        }
+        out.into_bytes()
+    }
+
+    fn one(lines: &[Value]) -> Transcript {
+        let mut ts = parse(&jsonl(lines)).unwrap();
+        assert_eq!(ts.len(), 1);
+        ts.remove(0)
+    }
+
+    fn say(role: &str, part: &str, text: &str) -> Value {
+        item(json!({"type": "message", "role": role, "content": [{"type": part, "text": text}]}))
+    }
+
+    #[test]
+    fn reads_a_turn_with_reasoning_calls_and_outputs() {
+        let t = one(&[
+            line(
+                "session_meta",
+                json!({"id": "sess-1", "cli_version": "0.66.0"}),
+            ),
+            say("developer", "input_text", "be brief"),
+            line("turn_context", json!({"model": "gpt-5", "cwd": "/"})),
+            say("user", "input_text", "list files"),
+            line(
+                "event_msg",
+                json!({"type": "user_message", "message": "list files"}),
+            ),
+            item(
+                json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Listing**"}],
+                        "content": null, "encrypted_content": "gAAAA=="}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "shell", "arguments": "{\"cmd\":\"ls\"}", "call_id": "c1"}),
+            ),
+            item(
+                json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c2"}),
+            ),
+            item(
+                json!({"type": "local_shell_call", "call_id": "c3", "status": "completed",
+                        "action": {"type": "exec", "command": ["ls"]}}),
+            ),
+            item(json!({"type": "function_call_output", "call_id": "c1", "output": "a.txt"})),
+            item(json!({"type": "custom_tool_call_output", "call_id": "c2", "output": "Success"})),
+            item(
+                json!({"type": "local_shell_call_output", "call_id": "c3", "output": {"content": "boom", "success": false}}),
+            ),
+            item(json!({"type": "ghost_snapshot", "ghost_commit": {}})),
+            say("assistant", "output_text", "a.txt"),
+            line(
+                "event_msg",
+                json!({"type": "agent_message", "message": "a.txt"}),
+            ),
+        ]);
+        let roles: Vec<Role> = t.messages.iter().map(|m| m.message.role).collect();
+        use Role::*;
+        assert_eq!(
+            roles,
+            [System, User, Assistant, Tool, Tool, Tool, Assistant]
+        );
+        assert_eq!(t.source_session_id.as_deref(), Some("sess-1"));
+        assert_eq!(t.models, ["gpt-5"]);
+        assert_eq!(t.messages[2].model.as_deref(), Some("gpt-5"));
+        assert_eq!(t.messages[1].model, None);
+        assert_eq!(t.tool_calls(), 3);
+        // session_meta, turn_context, two events, ghost_snapshot
+        assert_eq!(t.skipped.non_message_lines, 5);
+        let calls = &t.messages[2].message.content;
+        assert_eq!(
+            calls[..2],
+            [
+                ContentBlock::Thinking {
+                    thinking: "**Listing**".into(),
+                    signature: None
+                },
+                ContentBlock::RedactedThinking {
+                    data: "gAAAA==".into()
+                },
+            ]
+        );
+        assert_eq!(
+            calls[2],
+            ContentBlock::ToolUse {
+                id: "c1".into(),
+                name: "shell".into(),
+                input: json!({"cmd": "ls"})
+            }
+        );
+        assert_eq!(
+            calls[3],
+            ContentBlock::ToolUse {
+                id: "c2".into(),
+                name: "apply_patch".into(),
+                input: json!("*** Begin Patch")
+            }
+        );
+        assert_eq!(
+            calls[4],
+            ContentBlock::ToolUse {
+                id: "c3".into(),
+                name: "local_shell".into(),
+                input: json!({"type": "exec", "command": ["ls"]})
+            }
+        );
+        assert_eq!(
+            t.messages[5].message.content,
+            [ContentBlock::ToolResult {
+                tool_use_id: "c3".into(),
+                content: vec![ContentBlock::Text {
+                    text: "boom".into()
+                }],
+                is_error: true
+            }]
+        );
+    }
+
+    #[test]
+    fn compacted_lines_are_events_and_images_are_kept() {
+        let t = one(&[
+            say("user", "input_text", "hi"),
+            say("assistant", "output_text", "hello"),
+            line("compacted", json!({"message": "we said hello"})),
+            item(json!({"type": "message", "role": "user", "content": [
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBO"},
+                {"type": "input_image", "image_url": "https://x/y.png"}]})),
+        ]);
+        assert_eq!(t.messages.len(), 3);
+        assert_eq!(t.compactions.len(), 1);
+        assert_eq!(t.compactions[0].after_messages, 2);
+        assert_eq!(t.compactions[0].summary.as_deref(), Some("we said hello"));
+        assert_eq!(
+            t.messages[2].message.content,
+            [
+                ContentBlock::Image {
+                    source: MediaSource::Base64 {
+                        media_type: "image/png".into(),
+                        data: "iVBO".into()
+                    }
+                },
+                ContentBlock::Image {
+                    source: MediaSource::Url {
+                        url: "https://x/y.png".into()
+                    }
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn user_message_events_without_an_item_become_user_messages() {
+        let t = one(&[
+            line(
+                "event_msg",
+                json!({"type": "user_message", "message": "\nsummarize this\n"}),
+            ),
+            say("assistant", "output_text", "done"),
+        ]);
+        assert_eq!(t.messages.len(), 2);
+        assert_eq!(t.messages[0].message.plain_text(), "summarize this");
+        assert_eq!(t.skipped.non_message_lines, 0);
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_naming_the_line() {
+        let good = jsonl(&[say("user", "input_text", "hi")]);
+        let mut bad = good.clone();
+        bad.extend_from_slice(b"not json\n");
+        assert!(matches!(
+            parse(&bad),
+            Err(Error::Malformed { line: Some(2), .. })
+        ));
+
+        let mut truncated = good.clone();
+        truncated.extend_from_slice(b"{\"timestamp\": \"2025");
+        assert_eq!(parse(&truncated).unwrap()[0].skipped.non_message_lines, 1);
+
+        let no_id = jsonl(&[item(
+            json!({"type": "function_call", "name": "ls", "arguments": "{}"}),
+        )]);
+        assert_eq!(
+            parse(&no_id).unwrap_err(),
+            Error::at(1, "function_call without \"call_id\"")
+        );
+        let bad_role = jsonl(&[say("robot", "input_text", "beep")]);
+        assert!(matches!(
+            parse(&bad_role),
+            Err(Error::Malformed { line: Some(1), .. })
+        ));
+        let bad_part = jsonl(&[say("user", "input_video", "x")]);
+        assert!(matches!(
+            parse(&bad_part),
+            Err(Error::Malformed { line: Some(1), .. })
+        ));
+        assert_eq!(parse(b"").unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn sniffs_by_content() {
+        assert!(sniff(&jsonl(&[line("session_meta", json!({"id": "x"}))])));
+        assert!(!sniff(
+            br#"{"type":"user","sessionId":"s","uuid":"u","message":{}}"#
+        ));
+        assert!(!sniff(br#"{"type":"session_meta"}"#));
+        assert!(!sniff(b"[]"));
+    }
+}

@@ -1,0 +1,222 @@
+//! Secret redaction for imported text: strings that look like API keys or tokens become
+//! `[REDACTED:<kind>]`, and the caller learns how many there were.
+//!
+//! Recognized, by prefix and the run of key characters that follows it:
+//!
+//! | kind          | form                                                          |
+//! |---------------|---------------------------------------------------------------|
+//! | `anthropic`   | `sk-ant-` + 20 or more key characters                         |
+//! | `openai`      | `sk-` (incl. `sk-proj-`) + 20 or more key characters          |
+//! | `github`      | `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_` + 30 or more; `github_pat_` + 22 or more |
+//! | `aws`         | `AKIA` + exactly 16 of `[0-9A-Z]`                              |
+//! | `slack`       | `xoxb-`/`xoxa-`/`xoxp-`/`xoxr-`/`xoxs-` + 10 or more          |
+//! | `google`      | `AIza` + 30 or more                                           |
+//! | `huggingface` | `hf_` + 30 or more letters and digits                         |
+//! | `gitlab`      | `glpat-` + 20 or more                                         |
+//! | `bearer`      | `Bearer ` + a token of 16 or more characters (the word stays) |
+//!
+//! To keep ordinary words intact, a prefix counts only at the start of a word (not after a
+//! letter, digit, `-` or `_`), and `sk-…` keys and bearer tokens must mix letters and digits, so
+//! `risk-free`, `sk-learn`, `sk-this-is-a-long-hyphenated-slug` and `Bearer authentication`
+//! stay. Plain scanning, no regular expressions.
+//!
+//! ```
+//! let (text, n) = baton_import::redact::redact("export KEY=sk-proj-abcDEF1234567890ghijKLMN");
+//! assert_eq!(text, "export KEY=[REDACTED:openai]");
+//! assert_eq!(n, 1);
+//! ```
+
+/// What one recognizer found at a position.
+struct Found {
+    /// Bytes kept before the redaction marker (the `Bearer ` of a bearer token).
+    keep: usize,
+    /// Bytes the match covers, from the position.
+    len: usize,
+    kind: &'static str,
+}
+
+/// Replaces secrets in `text`; returns the new text and how many were replaced.
+pub fn redact(text: &str) -> (String, usize) {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut count = 0;
+    let mut copied = 0; // text[..copied] is in `out` already
+    let mut i = 0;
+    while i < bytes.len() {
+        let at_word_start = i == 0 || !is_key(bytes[i - 1]);
+        if at_word_start && let Some(found) = find_at(&bytes[i..]) {
+            out.push_str(&text[copied..i + found.keep]);
+            out.push_str("[REDACTED:");
+            out.push_str(found.kind);
+            out.push(']');
+            count += 1;
+            i += found.len;
+            copied = i;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&text[copied..]);
+    (out, count)
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Characters of API keys: letters, digits, `-` and `_`.
+fn is_key(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+/// The length of the run at the start of `s` whose bytes satisfy `pred`.
+fn run(s: &[u8], pred: impl Fn(u8) -> bool) -> usize {
+    s.iter().take_while(|b| pred(**b)).count()
+}
+
+fn mixes_letters_and_digits(s: &[u8]) -> bool {
+    s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
+}
+
+/// A secret starting at the start of `s`, if any.
+fn find_at(s: &[u8]) -> Option<Found> {
+    let token = |prefix: &[u8], min: usize, pred: fn(u8) -> bool, kind: &'static str| {
+        let rest = s.strip_prefix(prefix)?;
+        let n = run(rest, pred);
+        (n >= min).then_some(Found {
+            keep: 0,
+            len: prefix.len() + n,
+            kind,
+        })
+    };
+    match s.first()? {
+        b's' => {
+            let rest = s.strip_prefix(b"sk-")?;
+            let kind = if rest.starts_with(b"ant-") {
+                "anthropic"
+            } else {
+                "openai"
+            };
+            let body_start = if kind == "anthropic" { 4 } else { 0 };
+            let n = run(rest, is_key);
+            let body = &rest[body_start..n.max(body_start)];
+            (body.len() >= 20 && mixes_letters_and_digits(body)).then_some(Found {
+                keep: 0,
+                len: 3 + n,
+                kind,
+            })
+        }
+        b'g' => [&b"ghp_"[..], b"gho_", b"ghu_", b"ghs_", b"ghr_"]
+            .into_iter()
+            .find_map(|p| token(p, 30, |b| b.is_ascii_alphanumeric(), "github"))
+            .or_else(|| token(b"github_pat_", 22, is_word, "github"))
+            .or_else(|| token(b"glpat-", 20, is_key, "gitlab")),
+        b'A' => {
+            if let Some(rest) = s.strip_prefix(b"AKIA") {
+                let n = run(rest, |b| b.is_ascii_digit() || b.is_ascii_uppercase());
+                let followed_by_word = rest.get(n).is_some_and(|b| is_word(*b));
+                return (n == 16 && !followed_by_word).then_some(Found {
+                    keep: 0,
+                    len: 20,
+                    kind: "aws",
+                });
+            }
+            token(b"AIza", 30, is_key, "google")
+        }
+        b'x' => [&b"xoxb-"[..], b"xoxa-", b"xoxp-", b"xoxr-", b"xoxs-"]
+            .into_iter()
+            .find_map(|p| token(p, 10, is_key, "slack")),
+        b'h' => token(b"hf_", 30, |b| b.is_ascii_alphanumeric(), "huggingface"),
+        b'B' => {
+            let rest = s.strip_prefix(b"Bearer ")?;
+            let pred = |b: u8| is_key(b) || matches!(b, b'.' | b'~' | b'+' | b'/' | b'=');
+            let n = run(rest, pred);
+            (n >= 16 && mixes_letters_and_digits(&rest[..n])).then_some(Found {
+                keep: 7,
+                len: 7 + n,
+                kind: "bearer",
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[track_caller]
+    fn check(input: &str, expected: &str, n: usize) {
+        assert_eq!(redact(input), (expected.to_owned(), n), "input: {input}");
+    }
+
+    #[test]
+    fn redacts_each_kind() {
+        check(
+            "key sk-ant-api03-AbCdEf0123456789AbCdEf0123456789_xyz-Q end",
+            "key [REDACTED:anthropic] end",
+            1,
+        );
+        check("sk-proj-abcDEF1234567890ghijKLMN", "[REDACTED:openai]", 1);
+        check(
+            "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL\n",
+            "OPENAI_API_KEY=[REDACTED:openai]\n",
+            1,
+        );
+        check(
+            "token: ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "token: [REDACTED:github]",
+            1,
+        );
+        check(
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+            "[REDACTED:github]",
+            1,
+        );
+        check("aws AKIAIOSFODNN7EXAMPLE.", "aws [REDACTED:aws].", 1);
+        check("xoxb-1234567890-abcdefghij", "[REDACTED:slack]", 1);
+        check(
+            "\"AIzaSyA-abcdefghijklmnopqrstuvwxyz012345\"",
+            "\"[REDACTED:google]\"",
+            1,
+        );
+        check(
+            "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "[REDACTED:huggingface]",
+            1,
+        );
+        check("glpat-abcdefghij0123456789", "[REDACTED:gitlab]", 1);
+        check(
+            "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+            "Authorization: Bearer [REDACTED:bearer]",
+            1,
+        );
+    }
+
+    #[test]
+    fn counts_several_and_keeps_unicode() {
+        check(
+            "é sk-abcdefghij0123456789abcd ✓ AKIAABCDEFGHIJKLMNOP é",
+            "é [REDACTED:openai] ✓ [REDACTED:aws] é",
+            2,
+        );
+    }
+
+    #[test]
+    fn leaves_ordinary_text() {
+        for text in [
+            "",
+            "risk-free disk-abcdefghijklmnop0123456789 task-sk-abcdefghij0123456789abcd",
+            "sk-learn and sk-short123",
+            "sk-this-is-a-very-long-hyphenated-slug-without-numbers",
+            "Bearer authentication uses a Bearer token",
+            "Bearer ${OPENAI_API_KEY}",
+            "AKIA0123 AKIAIOSFODNN7EXAMPLEX is 17",
+            "ghp_short gho_ hf_tiny xoxb-1 glpat-abc AIzaShort",
+            "github_pat_ too short",
+            "REDACTED_API_KEY",
+        ] {
+            check(text, text, 0);
+        }
+    }
+}
