@@ -42,6 +42,8 @@ pub enum Command {
     Append(AppendArgs),
     /// Print a run's history, or check its tool-call pairing.
     History(HistoryArgs),
+    /// Re-read originals by seq, range or search, whatever has been compacted.
+    Recall(RecallArgs),
     /// Install, list and show summary versions.
     #[command(subcommand)]
     Summary(SummaryCommand),
@@ -114,6 +116,42 @@ pub struct HistoryArgs {
     /// exits 1 when there is any.
     #[arg(long)]
     pub check: bool,
+}
+
+/// Arguments of `recall`.
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// The run.
+    pub run: String,
+    /// A seq (`12`) or an inclusive range (`10..20`, `10..` to the end).
+    #[arg(
+        conflicts_with = "grep",
+        required_unless_present = "grep",
+        value_name = "SEQ|FROM..TO"
+    )]
+    pub what: Option<String>,
+    /// Find the messages containing this phrase (whole words, any case).
+    #[arg(long, value_name = "PATTERN")]
+    pub grep: Option<String>,
+    /// With --grep: look only in this kind of block.
+    #[arg(long, value_enum, requires = "grep")]
+    pub kind: Option<RecallKind>,
+    /// With --grep: at most this many messages.
+    #[arg(long, default_value_t = 20, requires = "grep")]
+    pub limit: usize,
+}
+
+/// The block kinds `recall --grep --kind` takes.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum RecallKind {
+    /// Text and thinking.
+    Text,
+    /// Tool calls: the tool name and its input.
+    #[value(name = "tool_use")]
+    ToolUse,
+    /// Tool results.
+    #[value(name = "tool_result")]
+    ToolResult,
 }
 
 /// `baton summary …`

@@ -10,11 +10,12 @@ use baton_core::units::ProtocolMap;
 use baton_core::{ContentBlock, Entry, Message, Run, RunId, Seq, Summary, SummaryId, TenantId};
 use baton_postgres::PgStore;
 use baton_sqlite::SqliteStore;
-use baton_store::{Candidate, Install, NewEntry, NewRun, Store};
+use baton_store::{Candidate, Install, NewEntry, NewRun, SearchKind, SearchQuery, Store};
 use serde_json::json;
 
 use crate::args::{
-    AppendArgs, Cli, Command, CreateRunArgs, HistoryArgs, InstallArgs, RunsCommand, SummaryCommand,
+    AppendArgs, Cli, Command, CreateRunArgs, HistoryArgs, InstallArgs, RecallArgs, RecallKind,
+    RunsCommand, SummaryCommand,
 };
 use crate::exit::InvalidInput;
 
@@ -174,6 +175,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Runs(RunsCommand::Cancel(arg)) => cancel_run(&env, &arg.run, out).await,
         Command::Append(args) => append(&env, args, out).await,
         Command::History(args) => history(&env, args, out).await,
+        Command::Recall(args) => recall(&env, args, out).await,
         Command::Summary(SummaryCommand::Install(args)) => install(&env, args, out).await,
         Command::Summary(SummaryCommand::List(arg)) => list_summaries(&env, &arg.run, out).await,
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
@@ -473,6 +475,114 @@ async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyhow::R
     }
     for entry in &entries {
         print_entry(out, entry)?;
+    }
+    Ok(())
+}
+
+/// Parses `12`, `10..20` or `10..` into an inclusive range.
+fn parse_recall_range(what: &str) -> anyhow::Result<(Seq, Option<Seq>)> {
+    let bad = || {
+        InvalidInput(format!(
+            "recall {what:?}: expected a seq (12) or a range (10..20, 10..)"
+        ))
+    };
+    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
+    match what.split_once("..") {
+        None => {
+            let seq = number(what)?;
+            Ok((Seq(seq), Some(Seq(seq))))
+        }
+        Some((from, "")) => Ok((Seq(number(from)?), None)),
+        Some((from, to)) => {
+            let (from, to) = (number(from)?, number(to)?);
+            if to < from {
+                return Err(InvalidInput(format!(
+                    "recall {what:?}: the range ends before it starts"
+                ))
+                .into());
+            }
+            Ok((Seq(from), Some(Seq(to))))
+        }
+    }
+}
+
+/// One entry in full, for people: a header line, then every block whole.
+fn print_full_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "── seq {} · {} · {} · {} tokens",
+        entry.seq,
+        entry.message.role.as_str(),
+        entry.created_at,
+        entry.tokens
+    )?;
+    for block in &entry.message.content {
+        match block {
+            ContentBlock::Text { text } => writeln!(out, "{text}")?,
+            ContentBlock::Thinking { thinking, .. } => writeln!(out, "(thinking) {thinking}")?,
+            ContentBlock::ToolUse { id, name, input } => {
+                writeln!(out, "tool_use {name} [{id}]")?;
+                writeln!(out, "{}", serde_json::to_string_pretty(input)?)?;
+            }
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                let error = if *is_error { " (error)" } else { "" };
+                writeln!(out, "tool_result [{tool_use_id}]{error}")?;
+                for inner in content {
+                    match inner {
+                        ContentBlock::Text { text } => writeln!(out, "{text}")?,
+                        other => writeln!(out, "{}", describe_block(other))?,
+                    }
+                }
+            }
+            other => writeln!(out, "{}", describe_block(other))?,
+        }
+    }
+    Ok(())
+}
+
+async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    let entries = match (&args.grep, &args.what) {
+        (Some(pattern), _) => {
+            let kind = args.kind.map(|k| match k {
+                RecallKind::Text => SearchKind::Text,
+                RecallKind::ToolUse => SearchKind::ToolUse,
+                RecallKind::ToolResult => SearchKind::ToolResult,
+            });
+            let query = SearchQuery {
+                pattern: pattern.clone(),
+                kind,
+                limit: args.limit,
+            };
+            env.store.search(&env.tenant, &run, &query).await?
+        }
+        (None, Some(what)) => {
+            let (from, to) = parse_recall_range(what)?;
+            let entries = env.store.read_range(&env.tenant, &run, from, to).await?;
+            if entries.is_empty() {
+                let last = env.store.run(&env.tenant, &run).await?.last_seq;
+                return Err(
+                    InvalidInput(format!("recall {what}: run {run} has seqs 1..{last}")).into(),
+                );
+            }
+            entries
+        }
+        (None, None) => {
+            return Err(InvalidInput("recall: give a seq, a range or --grep".into()).into());
+        }
+    };
+    if env.json {
+        return print_json(out, &json!({ "messages": entries }));
+    }
+    if entries.is_empty() {
+        writeln!(out, "no message of run {run} matches")?;
+    }
+    for entry in &entries {
+        print_full_entry(out, entry)?;
     }
     Ok(())
 }

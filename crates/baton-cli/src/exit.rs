@@ -6,7 +6,7 @@
 //! | 1 | any other failure (not found, not a baton database, I/O…) |
 //! | 2 | usage error (unknown flag, missing argument) |
 //! | 3 | conflict: stale base, run not active, run already exists |
-//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id |
+//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words |
 
 use baton_core::InvalidCandidate;
 use baton_store::{Error as StoreError, Rejection};
@@ -45,7 +45,7 @@ pub fn code(err: &anyhow::Error) -> u8 {
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return match store {
                 StoreError::RunExists { .. } | StoreError::RunNotActive { .. } => CONFLICT,
-                StoreError::InvalidId(_) => INVALID,
+                StoreError::InvalidId(_) | StoreError::InvalidQuery { .. } => INVALID,
                 _ => FAILURE,
             };
         }

@@ -6,7 +6,11 @@
 //!   `tokio-postgres` connections, every table in one schema (`?schema=NAME` in the URL,
 //!   default `baton`) so tests and several deployments can share a server.
 //! - `migrations/`: the schema, one numbered SQL file per version, the same versions as
-//!   `baton-sqlite`'s, applied at connect under an advisory lock.
+//!   `baton-sqlite`'s, applied at connect under an advisory lock. Version 2 adds recall
+//!   search: `history_search`, the words `baton_store::search_rows` makes with a generated
+//!   `tsvector` under a GIN index, and `search_progress`, how far each run is indexed.
+//!   Indexing is lazy: `append` writes history only, and `search` first indexes the run's
+//!   messages past its mark, in one transaction holding the run's progress row lock.
 //! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
 //!   settings that matter.
 //!
@@ -32,7 +36,9 @@ use baton_core::{
     Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
     TenantId, Timestamp,
 };
-use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+use baton_store::{
+    Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, SearchRow, Store,
+};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{IsolationLevel, NoTls, Row};
 
@@ -416,6 +422,166 @@ fn entry_from_row(r: &Row) -> Result<Entry, Error> {
         created_at: Timestamp(r.get(2)),
         message,
     })
+}
+
+/// Messages read and indexed per statement while a search brings a run's index up to date.
+const INDEX_BATCH: i64 = 1000;
+
+/// Writes the search rows of the messages at `seqs` (made by [`baton_store::search_rows`]) in
+/// one statement. Called by [`index_history`], under the run's progress row lock.
+async fn insert_search_rows(
+    c: &impl GenericClient,
+    run_pk: i64,
+    seqs: &[i64],
+    rows: &[Vec<SearchRow>],
+) -> Result<(), Error> {
+    let (mut s, mut kinds, mut parts, mut bodies) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (seq, rows) in seqs.iter().zip(rows) {
+        for row in rows {
+            s.push(*seq);
+            kinds.push(row.kind.as_str());
+            parts.push(i32::try_from(row.part).unwrap_or(i32::MAX));
+            bodies.push(row.body.as_str());
+        }
+    }
+    if s.is_empty() {
+        return Ok(());
+    }
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO history_search (run_pk, seq, kind, part, body)
+             SELECT $1, s, k, p, b FROM unnest($2::bigint[], $3::text[], $4::int[], $5::text[]) AS x(s, k, p, b)",
+        )
+        .await
+        .map_err(pg)?;
+    c.execute(&stmt, &[&run_pk, &s, &kinds, &parts, &bodies])
+        .await
+        .map_err(pg)?;
+    Ok(())
+}
+
+/// The run's key, last seq and how far its history is indexed for search (0 before its first
+/// search), in one read.
+async fn search_state(
+    c: &impl GenericClient,
+    tenant: &TenantId,
+    run: &RunId,
+) -> Result<(i64, i64, i64), Error> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT r.pk, r.last_seq, COALESCE(p.indexed_through, 0)
+             FROM runs r LEFT JOIN search_progress p ON p.run_pk = r.pk
+             WHERE r.tenant_id = $1 AND r.id = $2",
+        )
+        .await
+        .map_err(pg)?;
+    match c
+        .query_opt(&stmt, &[&tenant.as_str(), &run.as_str()])
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => Ok((row.get(0), row.get(1), row.get(2))),
+        None => Err(missing_run(c, tenant, run).await?),
+    }
+}
+
+/// Brings the run's search index up to date inside `tx` (read committed): locks the run's
+/// `search_progress` row (creating it at 0 first), so a concurrent searcher waits and then
+/// finds the rows already indexed; reads the history after the mark up to the run's last seq,
+/// [`INDEX_BATCH`] messages per statement, writes their search rows and advances the mark.
+/// Appends are not blocked: they lock the run's row, not this one. Returns the messages
+/// indexed.
+async fn index_history(c: &impl GenericClient, run_pk: i64) -> Result<u64, Error> {
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO search_progress (run_pk, indexed_through) VALUES ($1, 0)
+             ON CONFLICT (run_pk) DO NOTHING",
+        )
+        .await
+        .map_err(pg)?;
+    c.execute(&stmt, &[&run_pk]).await.map_err(pg)?;
+    let stmt = c
+        .prepare_cached(
+            "SELECT p.indexed_through, r.last_seq FROM search_progress p JOIN runs r ON r.pk = p.run_pk
+             WHERE p.run_pk = $1 FOR UPDATE OF p",
+        )
+        .await
+        .map_err(pg)?;
+    let row = c.query_one(&stmt, &[&run_pk]).await.map_err(pg)?;
+    let (mut after, last_seq): (i64, i64) = (row.get(0), row.get(1));
+    if after >= last_seq {
+        return Ok(0);
+    }
+    let read = c
+        .prepare_cached(
+            "SELECT seq, message FROM history WHERE run_pk = $1 AND seq > $2 AND seq <= $3
+             ORDER BY seq LIMIT $4",
+        )
+        .await
+        .map_err(pg)?;
+    let mut indexed = 0u64;
+    while after < last_seq {
+        let rows = c
+            .query(&read, &[&run_pk, &after, &last_seq, &INDEX_BATCH])
+            .await
+            .map_err(pg)?;
+        let Some(last) = rows.last().map(|r| r.get::<_, i64>(0)) else {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "history of run {run_pk} has no rows after seq {after} up to its last seq {last_seq}"
+                ),
+            });
+        };
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut search = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let seq: i64 = row.get(0);
+            let message: Message =
+                serde_json::from_str(row.get(1)).map_err(|e| Error::Corrupt {
+                    what: format!("message at seq {seq}: {e}"),
+                })?;
+            seqs.push(seq);
+            search.push(baton_store::search_rows(&message));
+        }
+        insert_search_rows(c, run_pk, &seqs, &search).await?;
+        indexed += seqs.len() as u64;
+        after = last;
+    }
+    let stmt = c
+        .prepare_cached("UPDATE search_progress SET indexed_through = $1 WHERE run_pk = $2")
+        .await
+        .map_err(pg)?;
+    c.execute(&stmt, &[&after, &run_pk]).await.map_err(pg)?;
+    Ok(indexed)
+}
+
+/// The entries of the run whose search rows match `phrase` (normalized words), in seq order.
+async fn search_entries(
+    c: &impl GenericClient,
+    run_pk: i64,
+    phrase: &str,
+    query: &SearchQuery,
+) -> Result<Vec<Entry>, Error> {
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let kind = query.kind.map(|k| k.as_str());
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq, tokens, created_at, message FROM history
+             WHERE run_pk = $1 AND seq IN (
+                 SELECT seq FROM history_search
+                 WHERE run_pk = $1 AND tsv @@ phraseto_tsquery('simple', $2::text)
+                   AND ($3::text IS NULL OR kind = $3::text))
+             ORDER BY seq LIMIT $4",
+        )
+        .await
+        .map_err(pg)?;
+    c.query(&stmt, &[&run_pk, &phrase, &kind, &limit])
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(entry_from_row)
+        .collect()
 }
 
 async fn read_entries(
@@ -857,6 +1023,41 @@ impl Store for PgStore {
             let window = read_window(&tx, row.pk, after).await?;
             tx.commit().await.map_err(pg)?;
             Ok(window)
+        })
+    }
+
+    async fn search(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        query: &SearchQuery,
+    ) -> Result<Vec<Entry>, Error> {
+        let phrase = baton_store::search_phrase(query)?;
+        with_client!(self, |client| {
+            // The common case: the index is up to date, and the search is one read.
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg)?;
+            let (pk, last_seq, indexed_through) = search_state(&tx, tenant, run).await?;
+            if indexed_through >= last_seq {
+                let entries = search_entries(&tx, pk, &phrase, query).await?;
+                tx.commit().await.map_err(pg)?;
+                return Ok(entries);
+            }
+            tx.rollback().await.map_err(pg)?;
+            // History the index has not seen: index it, then search, in one write transaction.
+            let tx = client.transaction().await.map_err(pg)?;
+            let indexed = index_history(&tx, pk).await?;
+            let entries = search_entries(&tx, pk, &phrase, query).await?;
+            tx.commit().await.map_err(pg)?;
+            if indexed > 0 {
+                tracing::debug!(run = %run, messages = indexed, "indexed history for search");
+            }
+            Ok(entries)
         })
     }
 

@@ -7,6 +7,10 @@
 //!   of reader connections, which WAL lets run beside the writer. Across processes, every write
 //!   transaction starts with `BEGIN IMMEDIATE` and waits on SQLite's busy timeout.
 //! - `migrations/`: the schema, one numbered SQL file per version, embedded in the binary.
+//!   Version 2 adds recall search: a contentless FTS5 table of the words
+//!   `baton_store::search_rows` makes, and `search_progress`, how far each run is indexed.
+//!   Indexing is lazy: `append` writes history only, and `search` first indexes the run's
+//!   messages past its mark, in one `BEGIN IMMEDIATE` transaction on the writer connection.
 //!
 //! rusqlite is synchronous; every call runs under `block_in_place` on a multi-thread runtime
 //! (or on the blocking pool otherwise), so the async API never stalls other tasks.
@@ -31,7 +35,7 @@ use baton_core::{
     Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
     TenantId, Timestamp,
 };
-use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, Store};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 pub use migrate::SCHEMA_VERSION;
@@ -360,6 +364,115 @@ fn prepare(entries: &[NewEntry]) -> Result<Vec<Prepared>, Error> {
             })
         })
         .collect()
+}
+
+/// Messages read and indexed per batch while a search brings a run's index up to date.
+const INDEX_BATCH: i64 = 1000;
+
+/// How far the run's history is indexed for search: every message with a seq up to this has
+/// its search rows. 0 before the run's first search.
+fn indexed_through(conn: &Connection, run_pk: i64) -> Result<i64, Error> {
+    Ok(conn
+        .prepare_cached("SELECT indexed_through FROM search_progress WHERE run_pk = ?1")
+        .map_err(sql)?
+        .query_row([run_pk], |r| r.get(0))
+        .optional()
+        .map_err(sql)?
+        .unwrap_or(0))
+}
+
+/// Brings the run's search index up to `last_seq`: reads the history rows after its mark, a
+/// batch at a time in seq order, writes their search rows (made by
+/// [`baton_store::search_rows`]) and advances the mark. Called inside a `BEGIN IMMEDIATE`
+/// transaction, so no other writer indexes the same rows; returns the messages indexed.
+fn index_history(conn: &Connection, run_pk: i64, last_seq: i64) -> Result<u64, Error> {
+    let mut after = indexed_through(conn, run_pk)?;
+    if after >= last_seq {
+        return Ok(0);
+    }
+    let mut indexed = 0u64;
+    let mut read = conn
+        .prepare_cached(
+            "SELECT seq, message FROM history WHERE run_pk = ?1 AND seq > ?2 AND seq <= ?3
+             ORDER BY seq LIMIT ?4",
+        )
+        .map_err(sql)?;
+    let mut key = conn
+        .prepare_cached(
+            "INSERT INTO history_search (run_pk, seq, kind, part) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(sql)?;
+    let mut words = conn
+        .prepare_cached("INSERT INTO history_search_words (rowid, body) VALUES (?1, ?2)")
+        .map_err(sql)?;
+    while after < last_seq {
+        let batch: Vec<(i64, String)> = read
+            .query_map(params![run_pk, after, last_seq, INDEX_BATCH], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+        let Some(&(last, _)) = batch.last() else {
+            return Err(Error::Corrupt {
+                what: format!(
+                    "history of run {run_pk} has no rows after seq {after} up to its last seq {last_seq}"
+                ),
+            });
+        };
+        for (seq, text) in &batch {
+            let message: Message = serde_json::from_str(text).map_err(|e| Error::Corrupt {
+                what: format!("message at seq {seq}: {e}"),
+            })?;
+            for row in baton_store::search_rows(&message) {
+                key.execute(params![run_pk, seq, row.kind.as_str(), row.part])
+                    .map_err(sql)?;
+                words
+                    .execute(params![conn.last_insert_rowid(), row.body])
+                    .map_err(sql)?;
+            }
+        }
+        indexed += batch.len() as u64;
+        after = last;
+    }
+    conn.prepare_cached(
+        "INSERT INTO search_progress (run_pk, indexed_through) VALUES (?1, ?2)
+         ON CONFLICT (run_pk) DO UPDATE SET indexed_through = excluded.indexed_through",
+    )
+    .map_err(sql)?
+    .execute(params![run_pk, after])
+    .map_err(sql)?;
+    Ok(indexed)
+}
+
+/// The entries of the run whose search rows match `phrase` (normalized words), in seq order.
+fn search_entries(
+    conn: &Connection,
+    run_pk: i64,
+    phrase: &str,
+    query: &SearchQuery,
+) -> Result<Vec<Entry>, Error> {
+    // An FTS5 string: the words as one phrase, any `"` doubled (normalized words have none).
+    let fts = format!("\"{}\"", phrase.replace('"', "\"\""));
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, tokens, created_at, message FROM history
+             WHERE run_pk = ?1 AND seq IN (
+                 SELECT s.seq FROM history_search_words w JOIN history_search s ON s.id = w.rowid
+                 WHERE history_search_words MATCH ?2 AND s.run_pk = ?1
+                   AND (?3 IS NULL OR s.kind = ?3))
+             ORDER BY seq LIMIT ?4",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt
+        .query(params![run_pk, fts, query.kind.map(|k| k.as_str()), limit])
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        out.push(entry_from_row(row)?);
+    }
+    Ok(out)
 }
 
 fn entry_from_row(r: &rusqlite::Row<'_>) -> Result<Entry, Error> {
@@ -736,6 +849,48 @@ impl Store for SqliteStore {
             let tx = conn.transaction().map_err(sql)?;
             let row = find_run(&tx, &tenant, &run)?;
             read_window(&tx, row.pk, after)
+        })
+        .await
+    }
+
+    async fn search(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        query: &SearchQuery,
+    ) -> Result<Vec<Entry>, Error> {
+        let phrase = baton_store::search_phrase(query)?;
+        let (tenant, run, query) = (tenant.clone(), run.clone(), query.clone());
+        // The common case: the index is up to date, and the search is one read.
+        let found = {
+            let (tenant, run, phrase, query) =
+                (tenant.clone(), run.clone(), phrase.clone(), query.clone());
+            self.read(move |conn| {
+                let tx = conn.transaction().map_err(sql)?;
+                let row = find_run(&tx, &tenant, &run)?;
+                if indexed_through(&tx, row.pk)? < to_i64(row.last_seq.0)? {
+                    return Ok(None);
+                }
+                search_entries(&tx, row.pk, &phrase, &query).map(Some)
+            })
+            .await?
+        };
+        if let Some(entries) = found {
+            return Ok(entries);
+        }
+        // History the index has not seen: index it, then search, in one write transaction.
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            let indexed = index_history(&tx, row.pk, to_i64(row.last_seq.0)?)?;
+            let entries = search_entries(&tx, row.pk, &phrase, &query)?;
+            tx.commit().map_err(sql)?;
+            if indexed > 0 {
+                tracing::debug!(run = %run, messages = indexed, "indexed history for search");
+            }
+            Ok(entries)
         })
         .await
     }

@@ -17,7 +17,10 @@ use crate::db_error;
 pub const APPLICATION_ID: i32 = 0x6261_746e;
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_search.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -28,19 +31,23 @@ struct Header {
     objects: i64,
 }
 
+/// Reads the three facts in one statement, so they come from one snapshot: read one by one,
+/// another process's migration could commit in between and make a baton file look foreign.
 fn header(conn: &Connection, path: &Path) -> Result<Header, Error> {
-    let err = |e| db_error(path, e);
-    Ok(Header {
-        application_id: conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(err)?,
-        user_version: conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(err)?,
-        objects: conn
-            .query_row("SELECT COUNT(*) FROM sqlite_schema", [], |r| r.get(0))
-            .map_err(err)?,
-    })
+    conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id()),
+                (SELECT user_version FROM pragma_user_version()),
+                (SELECT COUNT(*) FROM sqlite_schema)",
+        [],
+        |r| {
+            Ok(Header {
+                application_id: r.get(0)?,
+                user_version: r.get(1)?,
+                objects: r.get(2)?,
+            })
+        },
+    )
+    .map_err(|e| db_error(path, e))
 }
 
 fn check(h: &Header, path: &Path) -> Result<(), Error> {

@@ -19,7 +19,9 @@ use baton_core::{
     SummaryId, TenantId,
 };
 
-use crate::{Candidate, Error, Install, NewEntry, NewRun, Rejection, Store};
+use crate::{
+    Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchKind, SearchQuery, Store,
+};
 
 /// A backend under test: one database, opened as many times as a test asks.
 #[async_trait]
@@ -48,7 +50,18 @@ macro_rules! conformance_tests {
             concurrent_installs_on_one_base_have_one_winner,
             concurrent_appends_stay_gap_free,
             context_reads_summary_and_tail,
-            context_flags_orphan_tool_results
+            context_flags_orphan_tool_results,
+            search_finds_phrases_in_text_tool_use_and_tool_result,
+            search_kind_filter_narrows,
+            search_matches_whole_words_in_order_ignoring_case,
+            search_results_are_in_seq_order_and_limited,
+            search_is_isolated_by_run_and_tenant,
+            search_recalls_messages_a_summary_covers,
+            search_finds_phrases_deep_in_long_messages,
+            invalid_search_queries_are_errors,
+            search_on_a_long_run_returns_in_order,
+            search_finds_messages_appended_after_a_search,
+            concurrent_first_searches_index_each_message_once
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {
@@ -960,5 +973,609 @@ pub async fn context_flags_orphan_tool_results(h: &dyn Harness) {
             },
         )
         .await,
+    );
+}
+
+fn query(pattern: &str, kind: Option<SearchKind>, limit: usize) -> SearchQuery {
+    SearchQuery {
+        pattern: pattern.into(),
+        kind,
+        limit,
+    }
+}
+
+async fn found(
+    store: &dyn Store,
+    t: &TenantId,
+    run: &RunId,
+    pattern: &str,
+    kind: Option<SearchKind>,
+) -> Vec<u64> {
+    store
+        .search(t, run, &query(pattern, kind, 1000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.seq.0)
+        .collect()
+}
+
+fn grep_call(id: &str, pattern: &str) -> NewEntry {
+    NewEntry::estimated(Message {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse {
+            id: id.into(),
+            name: "grep_files".into(),
+            input: serde_json::json!({"pattern": pattern, "paths": ["src/net/resolver.rs"]}),
+        }],
+    })
+}
+
+fn result_text(id: &str, text: &str) -> NewEntry {
+    NewEntry::estimated(Message {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: id.into(),
+            content: vec![ContentBlock::Text { text: text.into() }],
+            is_error: false,
+        }],
+    })
+}
+
+/// A run touching every kind: 1 text, 2 tool call, 3 its result, 4 thinking + text.
+async fn searchable_run(store: &dyn Store, t: &TenantId, id: &str) -> RunId {
+    let run = new_run(store, t, id).await;
+    store
+        .append(
+            t,
+            &run,
+            &[
+                text(Role::User, "Why does the connection to db time out?"),
+                grep_call("g1", "connect_timeout"),
+                result_text(
+                    "g1",
+                    "src/net/resolver.rs:12: let connect_timeout = Duration::from_secs(5);",
+                ),
+                NewEntry::estimated(Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        ContentBlock::Thinking {
+                            thinking: "The resolver waits five seconds.".into(),
+                            signature: None,
+                        },
+                        ContentBlock::Text {
+                            text: "The timeout is set in the resolver.".into(),
+                        },
+                    ],
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    run
+}
+
+pub async fn search_finds_phrases_in_text_tool_use_and_tool_result(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "s").await;
+    drop(store);
+
+    // Reopened: the first search indexes the committed history.
+    let store = h.open().await;
+    assert_eq!(
+        found(&*store, &t, &run, "connection to db", None).await,
+        [1]
+    );
+    // A tool call: its name and its input's values.
+    assert_eq!(found(&*store, &t, &run, "grep files", None).await, [2]);
+    assert_eq!(
+        found(&*store, &t, &run, "net resolver rs", None).await,
+        [2, 3]
+    );
+    // A tool result's text.
+    assert_eq!(found(&*store, &t, &run, "from_secs(5)", None).await, [3]);
+    // Thinking blocks are text.
+    assert_eq!(
+        found(&*store, &t, &run, "waits five seconds", None).await,
+        [4]
+    );
+    assert!(
+        found(&*store, &t, &run, "nowhere to be found", None)
+            .await
+            .is_empty()
+    );
+    // The entries come back whole, as stored.
+    let hits = store
+        .search(&t, &run, &query("timeout is set", None, 10))
+        .await
+        .unwrap();
+    let stored = store
+        .read_range(&t, &run, Seq(4), Some(Seq(4)))
+        .await
+        .unwrap();
+    assert_eq!(hits, stored);
+}
+
+pub async fn search_kind_filter_narrows(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "s").await;
+    // "connect timeout" is in the call's input (2) and in the result (3); "time out" is text.
+    assert_eq!(
+        found(&*store, &t, &run, "connect timeout", None).await,
+        [2, 3]
+    );
+    let by_kind = |kind| found(&*store, &t, &run, "connect timeout", Some(kind));
+    assert_eq!(by_kind(SearchKind::ToolUse).await, [2]);
+    assert_eq!(by_kind(SearchKind::ToolResult).await, [3]);
+    assert!(by_kind(SearchKind::Text).await.is_empty());
+    assert_eq!(
+        found(&*store, &t, &run, "resolver", Some(SearchKind::Text)).await,
+        [4]
+    );
+    assert_eq!(found(&*store, &t, &run, "resolver", None).await, [2, 3, 4]);
+}
+
+pub async fn search_matches_whole_words_in_order_ignoring_case(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "words").await;
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                text(Role::User, "The Café on Main Street serves Crème Brûlée."),
+                text(Role::User, "main-street, CAFE"),
+                text(Role::User, "street main"),
+            ],
+        )
+        .await
+        .unwrap();
+    let f = |p: &'static str| found(&*store, &t, &run, p, None);
+    assert_eq!(f("main street").await, [1, 2]);
+    assert_eq!(f("MAIN STREET").await, [1, 2]);
+    assert_eq!(f("street main").await, [3], "word order matters");
+    assert_eq!(f("cafe").await, [1, 2], "diacritics fold");
+    assert_eq!(f("creme brulee").await, [1]);
+    assert!(f("mai").await.is_empty(), "not a substring search");
+    assert!(f("streets").await.is_empty(), "no stemming");
+    assert!(
+        f("main serves").await.is_empty(),
+        "a phrase, not a bag of words"
+    );
+    assert_eq!(
+        f("\"main\" street!").await,
+        [1, 2],
+        "punctuation separates words"
+    );
+    assert_eq!(
+        f("main.*").await,
+        [1, 2, 3],
+        "not a regex: just the word main"
+    );
+}
+
+pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "order").await;
+    for i in 1..=12u64 {
+        let entry = match i % 3 {
+            0 => text(Role::User, &format!("needle in text {i}")),
+            1 => grep_call(&format!("c{i}"), "needle"),
+            _ => result_text(&format!("c{}", i - 1), &format!("needle at line {i}")),
+        };
+        store.append(&t, &run, &[entry]).await.unwrap();
+    }
+    let all: Vec<u64> = (1..=12).collect();
+    assert_eq!(found(&*store, &t, &run, "needle", None).await, all);
+    let limited = store
+        .search(&t, &run, &query("needle", None, 5))
+        .await
+        .unwrap();
+    assert_eq!(
+        limited.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    let one = store
+        .search(&t, &run, &query("needle", Some(SearchKind::ToolResult), 1))
+        .await
+        .unwrap();
+    assert_eq!(one.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [2]);
+    // A message matching in several kinds comes back once.
+    store
+        .append(
+            &t,
+            &run,
+            &[NewEntry::estimated(Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Text {
+                        text: "needle again".into(),
+                    },
+                    ContentBlock::ToolUse {
+                        id: "c13".into(),
+                        name: "needle".into(),
+                        input: serde_json::json!({}),
+                    },
+                ],
+            })],
+        )
+        .await
+        .unwrap();
+    let hits = found(&*store, &t, &run, "needle", None).await;
+    assert_eq!(hits.len(), 13);
+    assert_eq!(hits.last(), Some(&13));
+}
+
+pub async fn search_is_isolated_by_run_and_tenant(h: &dyn Harness) {
+    let store = h.open().await;
+    let (a, b) = (tenant("a"), tenant("b"));
+    let mine = new_run(&*store, &a, "mine").await;
+    let sibling = new_run(&*store, &a, "sibling").await;
+    let theirs = new_run(&*store, &b, "theirs").await;
+    // The same run id in another tenant is another run.
+    let twin = new_run(&*store, &b, "mine").await;
+    store
+        .append(&a, &mine, &[text(Role::User, "common ground")])
+        .await
+        .unwrap();
+    store
+        .append(
+            &a,
+            &sibling,
+            &[text(Role::User, "common ground, sibling secret")],
+        )
+        .await
+        .unwrap();
+    store
+        .append(
+            &b,
+            &theirs,
+            &[text(Role::User, "common ground, tenant secret")],
+        )
+        .await
+        .unwrap();
+    store
+        .append(&b, &twin, &[text(Role::User, "twin secret")])
+        .await
+        .unwrap();
+    assert_eq!(found(&*store, &a, &mine, "common ground", None).await, [1]);
+    assert!(found(&*store, &a, &mine, "secret", None).await.is_empty());
+    assert!(found(&*store, &a, &mine, "sibling", None).await.is_empty());
+    assert!(found(&*store, &a, &mine, "tenant", None).await.is_empty());
+    assert!(found(&*store, &a, &mine, "twin", None).await.is_empty());
+    assert_eq!(found(&*store, &b, &twin, "twin secret", None).await, [1]);
+
+    let q = query("common ground", None, 10);
+    let err = store.search(&b, &sibling, &q).await.unwrap_err();
+    assert!(matches!(err, Error::RunNotFound { .. }), "{err}");
+    let err = store.search(&a, &theirs, &q).await.unwrap_err();
+    assert!(matches!(err, Error::RunNotFound { .. }), "{err}");
+    let err = store
+        .search(&tenant("nobody"), &mine, &q)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownTenant { .. }), "{err}");
+}
+
+pub async fn search_recalls_messages_a_summary_covers(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "covered").await;
+    store
+        .append(
+            &t,
+            &run,
+            &[text(Role::User, "Now check the TLS certificate.")],
+        )
+        .await
+        .unwrap();
+    installed(
+        install(
+            &*store,
+            &t,
+            &run,
+            Candidate {
+                base: None,
+                cut: Seq(4),
+                claims: vec![claim(ClaimKind::Verified, "the resolver timeout is 5 s", 3)],
+            },
+        )
+        .await,
+    );
+    drop(store);
+    let store = h.open().await;
+    let ctx = store.context(&t, &run).await.unwrap();
+    assert_eq!(
+        ctx.messages.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+        [5]
+    );
+    // The summary covers 1..=4, but recall is of the originals.
+    assert_eq!(
+        found(&*store, &t, &run, "connection to db", None).await,
+        [1]
+    );
+    let hits = store
+        .search(
+            &t,
+            &run,
+            &query("from_secs", Some(SearchKind::ToolResult), 10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].seq, Seq(3));
+    assert_eq!(
+        hits[0].message.tool_result_ids().collect::<Vec<_>>(),
+        ["g1"]
+    );
+    assert_eq!(found(&*store, &t, &run, "resolver", None).await, [2, 3, 4]);
+    // Summaries themselves are not searched: "5 s" is only in a claim.
+    assert!(
+        found(&*store, &t, &run, "timeout is 5 s", None)
+            .await
+            .is_empty()
+    );
+    assert_eq!(found(&*store, &t, &run, "tls certificate", None).await, [5]);
+}
+
+pub async fn search_finds_phrases_deep_in_long_messages(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "long").await;
+    // 20,000 distinct words: past PostgreSQL's last tsvector position (16,383), so only the
+    // overlapping parts make the end findable.
+    let words: Vec<String> = (0..20_000).map(|i| format!("w{i}")).collect();
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                text(Role::User, "start"),
+                grep_call("big", "w"),
+                result_text("big", &words.join(" ")),
+            ],
+        )
+        .await
+        .unwrap();
+    let part = crate::search::PART_WORDS;
+    for at in [0, part - 3, part - 1, part + 100, 4000, 16_380, 19_990] {
+        let phrase = words[at..(at + 10).min(words.len())].join(" ");
+        assert_eq!(
+            found(&*store, &t, &run, &phrase, None).await,
+            [3],
+            "{phrase}"
+        );
+    }
+    // The longest phrase allowed, anywhere, including across a part boundary.
+    let max = crate::search::MAX_PHRASE_WORDS;
+    // Around where the second part starts and the first ends: the tightest fits.
+    for start in [
+        part - max - 1,
+        part - max,
+        part - max / 2,
+        part - 1,
+        19_999 - max,
+    ] {
+        let phrase = words[start..start + max].join(" ");
+        assert_eq!(
+            found(&*store, &t, &run, &phrase, None).await,
+            [3],
+            "{max} words from w{start}"
+        );
+    }
+    assert!(found(&*store, &t, &run, "w19999 w0", None).await.is_empty());
+}
+
+pub async fn invalid_search_queries_are_errors(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "bad").await;
+    for pattern in ["", "   ", "!?", "\"\"", "*", "-- ..."] {
+        let err = store
+            .search(&t, &run, &query(pattern, None, 10))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidQuery { .. }),
+            "{pattern:?}: {err}"
+        );
+        assert!(err.to_string().contains("has no words"), "{err}");
+    }
+    let err = store
+        .search(&t, &run, &query("resolver", None, 0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidQuery { .. }), "{err}");
+    let too_long = "word ".repeat(crate::search::MAX_PHRASE_WORDS + 1);
+    let err = store
+        .search(&t, &run, &query(&too_long, None, 10))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidQuery { .. }), "{err}");
+    // Characters that mean something to a backend's query syntax are only separators here.
+    for pattern in [
+        "resolver\"",
+        "resolver OR x",
+        "resolver*",
+        "NEAR(resolver)",
+        "resolver & !x",
+        "'resolver'",
+        "resolver:*",
+    ] {
+        let hits = store
+            .search(&t, &run, &query(pattern, None, 10))
+            .await
+            .unwrap();
+        let want: &[u64] = if pattern.contains('x') || pattern.contains("NEAR") {
+            &[]
+        } else {
+            &[2, 3, 4]
+        };
+        assert_eq!(
+            hits.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+            want,
+            "{pattern:?}"
+        );
+    }
+}
+
+pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "long-run").await;
+    let mut expected = Vec::new();
+    for chunk in 0..20u64 {
+        let batch: Vec<_> = (1..=100u64)
+            .map(|i| {
+                let seq = chunk * 100 + i;
+                if seq % 7 == 0 {
+                    expected.push(seq);
+                    text(Role::User, &format!("message {seq}: the cache was stale"))
+                } else {
+                    text(Role::Assistant, &format!("message {seq}: nothing to see"))
+                }
+            })
+            .collect();
+        store.append(&t, &run, &batch).await.unwrap();
+    }
+    assert_eq!(store.run(&t, &run).await.unwrap().last_seq, Seq(2000));
+    let hits = store
+        .search(&t, &run, &query("cache was stale", None, 5000))
+        .await
+        .unwrap();
+    assert_eq!(hits.iter().map(|e| e.seq.0).collect::<Vec<_>>(), expected);
+    assert!(
+        hits.iter()
+            .all(|e| e.message.plain_text().ends_with("the cache was stale"))
+    );
+    let first = store
+        .search(
+            &t,
+            &run,
+            &query("cache was stale", Some(SearchKind::Text), 3),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        first.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+        [7, 14, 21]
+    );
+    assert_eq!(found(&*store, &t, &run, "message 1999", None).await, [1999]);
+}
+
+pub async fn search_finds_messages_appended_after_a_search(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = new_run(&*store, &t, "growing").await;
+    // A run with no history: nothing to index, nothing found.
+    assert!(found(&*store, &t, &run, "lease", None).await.is_empty());
+    store
+        .append(
+            &t,
+            &run,
+            &[text(Role::User, "Renew the lease on the lock.")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found(&*store, &t, &run, "lease", None).await, [1]);
+    store
+        .append(
+            &t,
+            &run,
+            &[
+                grep_call("g1", "lease_ttl"),
+                result_text("g1", "src/lock.rs:40: const LEASE_TTL: u64 = 30;"),
+            ],
+        )
+        .await
+        .unwrap();
+    // The index caught up with what was appended since the last search, and only that.
+    assert_eq!(found(&*store, &t, &run, "lease", None).await, [1, 2, 3]);
+    assert_eq!(
+        found(&*store, &t, &run, "lease ttl", Some(SearchKind::ToolResult)).await,
+        [3]
+    );
+    assert_eq!(found(&*store, &t, &run, "lease", None).await, [1, 2, 3]);
+    // Appended through one store, searched through another.
+    let other = h.open().await;
+    other
+        .append(&t, &run, &[text(Role::Assistant, "The lease lasts 30 s.")])
+        .await
+        .unwrap();
+    assert_eq!(found(&*store, &t, &run, "lease", None).await, [1, 2, 3, 4]);
+    assert_eq!(found(&*other, &t, &run, "lease lasts", None).await, [4]);
+    // Cancelling stops appends, not recall.
+    store.cancel_run(&t, &run).await.unwrap();
+    assert_eq!(found(&*other, &t, &run, "lease", None).await, [1, 2, 3, 4]);
+}
+
+/// Appends `hay bale {seq}` for seqs `from..from + n`, except `needle` at seq `at`.
+async fn append_hay(store: &dyn Store, t: &TenantId, run: &RunId, from: u64, n: u64, at: u64) {
+    let mut seq = from;
+    while seq < from + n {
+        let end = (seq + 500).min(from + n);
+        let batch: Vec<_> = (seq..end)
+            .map(|s| {
+                if s == at {
+                    text(Role::User, &format!("the needle {at} in the haystack"))
+                } else {
+                    text(Role::Assistant, &format!("hay bale {s}"))
+                }
+            })
+            .collect();
+        store.append(t, run, &batch).await.unwrap();
+        seq = end;
+    }
+}
+
+/// Two stores search the run at once, each for the needle at `at` and for all the hay; both
+/// must see each needle once and every bale once, indexed by one of them.
+async fn search_concurrently(h: &dyn Harness, t: &TenantId, run: &RunId, at: u64, last: u64) {
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let store = h.open().await;
+        let (t, run) = (t.clone(), run.clone());
+        tasks.push(tokio::spawn(async move {
+            let needle = store
+                .search(&t, &run, &query(&format!("needle {at}"), None, 10))
+                .await
+                .unwrap();
+            let hay = store
+                .search(&t, &run, &query("hay bale", None, 10_000))
+                .await
+                .unwrap();
+            (needle, hay)
+        }));
+    }
+    for task in tasks {
+        let (needle, hay) = task.await.unwrap();
+        assert_eq!(needle.len(), 1, "indexed once: {needle:?}");
+        assert_eq!(needle[0].seq, Seq(at));
+        let needles = u64::from(at > 1234) + 1;
+        assert_eq!(hay.len() as u64, last - needles);
+        assert!(hay.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
+}
+
+pub async fn concurrent_first_searches_index_each_message_once(h: &dyn Harness) {
+    let t = TenantId::default_tenant();
+    let store = h.open().await;
+    let run = new_run(&*store, &t, "fresh").await;
+    // A run never searched, longer than one indexing batch: no progress mark yet.
+    append_hay(&*store, &t, &run, 1, 2500, 1234).await;
+    search_concurrently(h, &t, &run, 1234, 2500).await;
+    // Then history past an existing mark: the searchers contend on the mark itself.
+    append_hay(&*store, &t, &run, 2501, 2500, 4321).await;
+    search_concurrently(h, &t, &run, 4321, 5000).await;
+    // A third store sees the same index, with one entry per needle.
+    let third = h.open().await;
+    assert_eq!(found(&*third, &t, &run, "needle", None).await, [1234, 4321]);
+    assert_eq!(
+        found(&*third, &t, &run, "hay bale 5000", None).await,
+        [5000]
     );
 }

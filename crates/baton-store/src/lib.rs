@@ -10,6 +10,8 @@
 //!   `install_summary`, `context`), never after SQL.
 //! - [`Install`] and [`Rejection`]: expected outcomes of an install, returned as values.
 //! - [`Error`]: what went wrong otherwise, naming the offending value.
+//! - [`search`]: recall search's shared half: which text of a message is searchable, how it
+//!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
 //! Every call is scoped by tenant: a run of tenant A does not exist for tenant B (not found, not
 //! forbidden). History is append-only: there is no method that updates or deletes a history row.
@@ -33,6 +35,7 @@
 //! ```
 
 pub mod conformance;
+pub mod search;
 
 use async_trait::async_trait;
 use baton_core::units::ProtocolEvents;
@@ -40,6 +43,8 @@ use baton_core::{
     Claim, Context, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary,
     SummaryId, TenantId, tokens,
 };
+
+pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows, search_texts};
 
 /// A store of runs, history and summaries. Implementations must pass [`conformance`].
 ///
@@ -51,6 +56,9 @@ use baton_core::{
 ///   rejection nothing is written.
 /// - `context` reads the run, the active summary and the tail after its coverage by index:
 ///   its cost grows with the tail, not with the history.
+/// - Search indexing is lazy: `append` writes history only, and `search` first brings the run's
+///   index up to date (the [`search_rows`] of every message past the run's indexed mark, in
+///   one write transaction), so `search` finds every message committed before it was called.
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Creates a run (and its tenant, on first use).
@@ -111,6 +119,33 @@ pub trait Store: Send + Sync {
         tenant: &TenantId,
         run: &RunId,
     ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error>;
+
+    /// Recall: the run's original entries (full messages as stored, whether or not a summary
+    /// covers them) whose text of `query.kind` (every kind when `None`) contains
+    /// `query.pattern` as a phrase, in seq order, at most `query.limit`.
+    ///
+    /// This is a phrase search on words, not a regex or a substring match: the pattern's words
+    /// must appear in the same order, adjacent, as whole words. Matching folds case and
+    /// diacritics and treats every non-alphanumeric character as a word separator (so
+    /// `main.rs` matches `src/main.rs`, and `mai` does not); there is no stemming (`file` does
+    /// not match `files`) and no stop words. The words are cut by [`search`] in Rust and
+    /// matched the same way by every backend. A phrase may run across the blocks of one kind in
+    /// one message (they are joined by newlines), never across kinds or messages.
+    ///
+    /// Indexing happens here, not in `append`: each backend keeps how far each run's history
+    /// is indexed, and a search first indexes the messages appended since (in one write
+    /// transaction that concurrent searchers of the run take in turn, so nothing is indexed
+    /// twice), then queries. When nothing is new that costs one cheap read; the first search of
+    /// a long run pays for indexing all of it, and later ones only for what was appended since.
+    ///
+    /// Fails with [`Error::InvalidQuery`] when `limit` is 0 or the pattern has no words (or
+    /// more than [`search::MAX_PHRASE_WORDS`]), before looking the run up.
+    async fn search(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        query: &SearchQuery,
+    ) -> Result<Vec<Entry>, Error>;
 
     /// The assembled context of the run: rules, goal, active summary, tail.
     async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<Context, Error> {
@@ -277,6 +312,13 @@ pub enum Error {
     Corrupt {
         /// What and where.
         what: String,
+    },
+    /// A search that cannot be run: no words in its pattern (or more than a phrase may have),
+    /// or a limit of 0.
+    #[error("search: {detail}")]
+    InvalidQuery {
+        /// What is wrong with it.
+        detail: String,
     },
     /// An id read or built by the store is not a valid id.
     #[error(transparent)]

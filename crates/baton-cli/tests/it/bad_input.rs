@@ -229,7 +229,7 @@ fn usage_errors_exit_2() {
 fn migrate_and_doctor_report_on_both_backends() {
     for sb in Sandbox::each() {
         let migrated = sb.run(&["migrate", "--json"]).ok().json();
-        assert_eq!(migrated["schema_version"], 1);
+        assert_eq!(migrated["schema_version"], baton_sqlite::SCHEMA_VERSION);
         sb.run(&["migrate"]).ok();
         let doctor = sb.run(&["doctor", "--json"]).ok().json();
         assert_eq!(doctor["ok"], true);

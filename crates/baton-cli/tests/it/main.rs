@@ -12,6 +12,7 @@
 mod bad_input;
 mod json_contract;
 mod race;
+mod recall;
 mod seed;
 mod support;
 mod tidy;

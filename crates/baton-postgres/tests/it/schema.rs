@@ -181,3 +181,122 @@ async fn an_unreachable_server_is_a_clear_error() {
     );
     let _ = server_url();
 }
+
+#[tokio::test]
+async fn a_version_1_schema_is_migrated_and_its_history_becomes_searchable() {
+    use baton_core::{ContentBlock, RunId};
+    use baton_store::{SearchKind, SearchQuery};
+    let schema = TempSchema::new();
+    let raw = schema.raw().await;
+    let t = TenantId::default_tenant();
+    // What baton 1 made: its schema, at version 1, with rows appended before search existed.
+    raw.batch_execute(&format!(
+        "CREATE SCHEMA \"{0}\"; SET search_path = \"{0}\";
+         CREATE TABLE baton_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL);
+         INSERT INTO baton_schema VALUES (1, 0);
+         {1}",
+        schema.name,
+        include_str!("../../migrations/0001_init.sql")
+    ))
+    .await
+    .unwrap();
+    raw.execute(
+        "INSERT INTO tenants (id, created_at) VALUES ($1, 0)",
+        &[&t.as_str()],
+    )
+    .await
+    .unwrap();
+    // Two runs, so the backfill crosses runs; more rows than one backfill batch.
+    for (pk, id) in [(1i64, "old"), (2, "other")] {
+        raw.execute(
+            "INSERT INTO runs (pk, tenant_id, id, status, last_seq, created_at)
+             VALUES ($1, $2, $3, 'active', 1200, 0)",
+            &[&pk, &t.as_str(), &id],
+        )
+        .await
+        .unwrap();
+    }
+    let result = Message {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: "t1".into(),
+            content: vec![ContentBlock::Text {
+                text: "config/net.toml:3: retry_budget = 4".into(),
+            }],
+            is_error: false,
+        }],
+    };
+    for pk in [1i64, 2] {
+        for seq in 1..=1200i64 {
+            let message = match seq {
+                1 => Message::text(Role::User, "Find where the Retry Budget is set."),
+                1200 if pk == 1 => result.clone(),
+                _ => Message::text(Role::Assistant, format!("step {seq} of run {pk}")),
+            };
+            raw.execute(
+                "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+                 VALUES ($1, $2, 5, NULL, NULL, 0, $3)",
+                &[&pk, &seq, &serde_json::to_string(&message).unwrap()],
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let store = schema.store().await;
+    assert!(store.migrate().await.unwrap().is_empty());
+    assert_eq!(store.doctor().await.unwrap().schema_version, 2);
+    let run = RunId::new("old").unwrap();
+    let seqs =
+        |entries: Vec<baton_core::Entry>| entries.iter().map(|e| e.seq.0).collect::<Vec<_>>();
+    let q = |pattern: &str, kind| SearchQuery {
+        pattern: pattern.into(),
+        kind,
+        limit: 10,
+    };
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("retry budget", None))
+                .await
+                .unwrap()
+        ),
+        [1, 1200]
+    );
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("retry budget", Some(SearchKind::ToolResult)))
+                .await
+                .unwrap()
+        ),
+        [1200]
+    );
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("step 1001 of run 1", None))
+                .await
+                .unwrap()
+        ),
+        [1001]
+    );
+    let other = RunId::new("other").unwrap();
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &other, &q("step 999 of run 2", None))
+                .await
+                .unwrap()
+        ),
+        [999]
+    );
+    let indexed: i64 = raw
+        .query_one(
+            &format!("SELECT COUNT(*) FROM \"{}\".history_search", schema.name),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(indexed, 2400, "every old message, exactly once");
+}

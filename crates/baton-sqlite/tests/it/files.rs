@@ -114,3 +114,145 @@ async fn concurrent_first_opens_of_a_new_file_all_succeed() {
         open.await.unwrap().unwrap();
     }
 }
+
+/// The messages a version-1 file holds before search existed: text, a tool call, its result.
+fn old_messages() -> Vec<Message> {
+    use baton_core::ContentBlock;
+    vec![
+        Message::text(Role::User, "Find where the Retry Budget is set."),
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "grep".into(),
+                input: serde_json::json!({"pattern": "retry_budget"}),
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "t1".into(),
+                content: vec![ContentBlock::Text {
+                    text: "config/net.toml:3: retry_budget = 4".into(),
+                }],
+                is_error: false,
+            }],
+        },
+    ]
+}
+
+#[tokio::test]
+async fn a_version_1_file_is_migrated_and_its_history_becomes_searchable() {
+    use baton_core::{RunId, Seq};
+    use baton_store::{SearchKind, SearchQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    let t = TenantId::default_tenant();
+    {
+        // What baton 1 wrote: its schema, its header, rows appended before search existed.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(include_str!("../../migrations/0001_init.sql"))
+            .unwrap();
+        conn.execute_batch("PRAGMA application_id = 1650553966; PRAGMA user_version = 1;")
+            .unwrap();
+        conn.execute(
+            "INSERT INTO tenants (id, created_at) VALUES (?1, 0)",
+            [t.as_str()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO runs (pk, tenant_id, id, status, last_seq, created_at)
+             VALUES (1, ?1, 'old', 'active', 3, 0)",
+            [t.as_str()],
+        )
+        .unwrap();
+        for (i, m) in old_messages().iter().enumerate() {
+            let ids = |v: Vec<&str>| (!v.is_empty()).then(|| serde_json::to_string(&v).unwrap());
+            conn.execute(
+                "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+                 VALUES (1, ?1, 5, ?2, ?3, 0, ?4)",
+                rusqlite::params![
+                    i as i64 + 1,
+                    ids(m.tool_use_ids().collect()),
+                    ids(m.tool_result_ids().collect()),
+                    serde_json::to_string(m).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    {
+        // Migrating indexes nothing: the first search of the run does.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT COUNT(*) FROM history_search", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
+    }
+    let run = RunId::new("old").unwrap();
+    let seqs =
+        |entries: Vec<baton_core::Entry>| entries.iter().map(|e| e.seq.0).collect::<Vec<_>>();
+    let q = |pattern: &str, kind| SearchQuery {
+        pattern: pattern.into(),
+        kind,
+        limit: 10,
+    };
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("retry budget", None))
+                .await
+                .unwrap()
+        ),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("retry budget", Some(SearchKind::ToolResult)))
+                .await
+                .unwrap()
+        ),
+        [3]
+    );
+    // Messages appended after the first search are indexed by the next one.
+    store
+        .append(
+            &t,
+            &run,
+            &[NewEntry::estimated(Message::text(
+                Role::Assistant,
+                "The retry budget is 4.",
+            ))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        seqs(
+            store
+                .search(&t, &run, &q("retry budget is 4", None))
+                .await
+                .unwrap()
+        ),
+        [4]
+    );
+    assert_eq!(
+        store
+            .read_range(&t, &run, Seq(1), None)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(SCHEMA_VERSION, 2);
+    // The index rows are append-only too.
+    let err = conn.execute("DELETE FROM history_search", []).unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{err}");
+}
