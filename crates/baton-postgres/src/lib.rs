@@ -33,9 +33,10 @@ mod migrate;
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
-    Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
-    TenantId, Timestamp,
+    Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
+    Timestamp,
 };
+use baton_store::codec::{SummaryBody, ids_json, parse_ids, parse_status, to_i64, to_u64};
 use baton_store::{
     Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, SearchRow, Store,
 };
@@ -276,24 +277,6 @@ fn pg(err: tokio_postgres::Error) -> Error {
     Error::backend(err)
 }
 
-fn to_i64(value: u64) -> Result<i64, Error> {
-    i64::try_from(value).map_err(|_| Error::Corrupt {
-        what: format!("value {value} exceeds the database's integer range"),
-    })
-}
-
-fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
-    u64::try_from(value).map_err(|_| Error::Corrupt {
-        what: format!("{what} is negative: {value}"),
-    })
-}
-
-fn parse_status(s: &str) -> Result<RunStatus, Error> {
-    RunStatus::parse(s).ok_or_else(|| Error::Corrupt {
-        what: format!("run status {s:?}"),
-    })
-}
-
 struct RunRow {
     pk: i64,
     status: RunStatus,
@@ -392,22 +375,6 @@ async fn load_run(
     {
         Some(row) => Ok((row.get(8), run_from_row(&row)?)),
         None => Err(missing_run(c, tenant, run).await?),
-    }
-}
-
-fn ids_json(ids: Vec<&str>) -> Option<String> {
-    if ids.is_empty() {
-        return None;
-    }
-    serde_json::to_string(&ids).ok()
-}
-
-fn parse_ids(json: Option<String>, seq: Seq) -> Result<Vec<String>, Error> {
-    match json {
-        None => Ok(Vec::new()),
-        Some(text) => serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-            what: format!("tool ids of seq {seq}: {e}"),
-        }),
     }
 }
 
@@ -660,11 +627,6 @@ async fn read_tool_window(
         .await
         .map_err(pg)?;
     events_from_rows(&rows)
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SummaryBody {
-    claims: Vec<Claim>,
 }
 
 const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";

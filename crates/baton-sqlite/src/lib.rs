@@ -32,9 +32,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
-    Claim, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
-    TenantId, Timestamp,
+    Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
+    Timestamp,
 };
+use baton_store::codec::{SummaryBody, ids_json, parse_ids, parse_status, to_i64, to_u64};
 use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, Store};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
@@ -213,30 +214,12 @@ fn sql(err: rusqlite::Error) -> Error {
     Error::backend(err)
 }
 
-fn to_i64(value: u64) -> Result<i64, Error> {
-    i64::try_from(value).map_err(|_| Error::Corrupt {
-        what: format!("value {value} exceeds the database's integer range"),
-    })
-}
-
-fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
-    u64::try_from(value).map_err(|_| Error::Corrupt {
-        what: format!("{what} is negative: {value}"),
-    })
-}
-
 /// The row of a run that writes check first.
 struct RunRow {
     pk: i64,
     status: RunStatus,
     active_summary_id: Option<SummaryId>,
     last_seq: Seq,
-}
-
-fn parse_status(s: &str) -> Result<RunStatus, Error> {
-    RunStatus::parse(s).ok_or_else(|| Error::Corrupt {
-        what: format!("run status {s:?}"),
-    })
 }
 
 /// Finds a run's key facts, or the reason it is not there for this tenant.
@@ -323,22 +306,6 @@ fn load_run_with_pk(
     match rows.next().map_err(sql)? {
         Some(row) => Ok((row.get(8).map_err(sql)?, run_from_row(row)?)),
         None => Err(missing_run(conn, tenant, run)?),
-    }
-}
-
-fn ids_json(ids: Vec<&str>) -> Option<String> {
-    if ids.is_empty() {
-        return None;
-    }
-    serde_json::to_string(&ids).ok()
-}
-
-fn parse_ids(json: Option<String>, seq: Seq) -> Result<Vec<String>, Error> {
-    match json {
-        None => Ok(Vec::new()),
-        Some(text) => serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-            what: format!("tool ids of seq {seq}: {e}"),
-        }),
     }
 }
 
@@ -565,11 +532,6 @@ fn read_tool_window(
         });
     }
     Ok(out)
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SummaryBody {
-    claims: Vec<Claim>,
 }
 
 const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";

@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod codec;
 pub mod conformance;
 pub mod search;
 

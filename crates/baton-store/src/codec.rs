@@ -1,0 +1,53 @@
+//! How both backends encode what they store: integers at the database's range, run statuses,
+//! tool-call id lists and summary bodies. One place, so a file written by one backend reads the
+//! same as a row of the other.
+
+use baton_core::{Claim, RunStatus, Seq};
+
+use crate::Error;
+
+/// A count or seq as the databases' signed 64-bit integer.
+pub fn to_i64(value: u64) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("value {value} exceeds the database's integer range"),
+    })
+}
+
+/// A stored integer that must not be negative; `what` names it in the error.
+pub fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
+    u64::try_from(value).map_err(|_| Error::Corrupt {
+        what: format!("{what} is negative: {value}"),
+    })
+}
+
+/// A stored run status.
+pub fn parse_status(s: &str) -> Result<RunStatus, Error> {
+    RunStatus::parse(s).ok_or_else(|| Error::Corrupt {
+        what: format!("run status {s:?}"),
+    })
+}
+
+/// Tool-call ids as stored beside a history row: a JSON list, or `None` when there are none.
+pub fn ids_json(ids: Vec<&str>) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&ids).ok()
+}
+
+/// Reads what [`ids_json`] wrote for the row at `seq`.
+pub fn parse_ids(json: Option<String>, seq: Seq) -> Result<Vec<String>, Error> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            what: format!("tool ids of seq {seq}: {e}"),
+        }),
+    }
+}
+
+/// A summary's stored body: `{"claims": [...]}`, an object so later fields fit beside them.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct SummaryBody {
+    /// What the summary says.
+    pub claims: Vec<Claim>,
+}
