@@ -128,42 +128,42 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Erro
     Ok((config, schema, redact(url)))
 }
 
-/// The URL with any password (in the authority or a `password=` parameter) replaced by `***`.
+/// The URL with any password replaced by `***`: in the user info (everything before the first
+/// `@`, as the driver reads it, so a password may hold `/`, `?` or `#`) and in a `password=`
+/// parameter. When unsure it hides more, never less.
 pub fn redact(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let base = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = userinfo
-                        .split_once(':')
-                        .map_or(userinfo.to_owned(), |(u, _)| format!("{u}:***"));
-                    format!("{scheme}://{user}@{host}{path}")
-                }
-                None => base.to_owned(),
+    fn redact_params(rest: &str) -> String {
+        match rest.split_once('?') {
+            None => rest.to_owned(),
+            Some((base, query)) => {
+                let params: Vec<_> = query
+                    .split('&')
+                    .map(|p| {
+                        if p.to_ascii_lowercase().starts_with("password=") {
+                            "password=***"
+                        } else {
+                            p
+                        }
+                    })
+                    .collect();
+                format!("{base}?{}", params.join("&"))
             }
         }
-        None => base.to_owned(),
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return redact_params(url);
     };
-    match query {
-        None => base,
-        Some(query) => {
-            let params: Vec<_> = query
-                .split('&')
-                .map(|p| {
-                    if p.to_ascii_lowercase().starts_with("password=") {
-                        "password=***"
-                    } else {
-                        p
-                    }
-                })
-                .collect();
-            format!("{base}?{}", params.join("&"))
+    match rest.split_once('@') {
+        Some((userinfo, after)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let hidden = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_owned()
+            };
+            format!("{scheme}://{hidden}@{}", redact_params(after))
         }
+        None => format!("{scheme}://{}", redact_params(rest)),
     }
 }
 
@@ -453,13 +453,10 @@ async fn search_state(
     }
 }
 
-/// Brings the run's search index up to date inside `tx` (read committed): locks the run's
-/// `search_progress` row (creating it at 0 first), so a concurrent searcher waits and then
-/// finds the rows already indexed; reads the history after the mark up to the run's last seq,
-/// [`INDEX_BATCH`] messages per statement, writes their search rows and advances the mark.
-/// Appends are not blocked: they lock the run's row, not this one. Returns the messages
-/// indexed.
-async fn index_history(c: &impl GenericClient, run_pk: i64) -> Result<u64, Error> {
+/// Creates the run's `search_progress` row, in its own autocommit statement. Inside the
+/// indexing transaction its foreign-key check would hold a share lock on the run's row until
+/// indexing commits, and every append (which locks that row) would wait for the whole index.
+async fn ensure_progress_row(c: &impl GenericClient, run_pk: i64) -> Result<(), Error> {
     let stmt = c
         .prepare_cached(
             "INSERT INTO search_progress (run_pk, indexed_through) VALUES ($1, 0)
@@ -468,6 +465,16 @@ async fn index_history(c: &impl GenericClient, run_pk: i64) -> Result<u64, Error
         .await
         .map_err(pg)?;
     c.execute(&stmt, &[&run_pk]).await.map_err(pg)?;
+    Ok(())
+}
+
+/// Brings the run's search index up to date inside `tx` (read committed): locks the run's
+/// `search_progress` row (which [`ensure_progress_row`] created), so a concurrent searcher waits and then
+/// finds the rows already indexed; reads the history after the mark up to the run's last seq,
+/// [`INDEX_BATCH`] messages per statement, writes their search rows and advances the mark.
+/// Appends are not blocked: they lock the run's row, not this one. Returns the messages
+/// indexed.
+async fn index_history(c: &impl GenericClient, run_pk: i64) -> Result<u64, Error> {
     let stmt = c
         .prepare_cached(
             "SELECT p.indexed_through, r.last_seq FROM search_progress p JOIN runs r ON r.pk = p.run_pk
@@ -1012,6 +1019,7 @@ impl Store for PgStore {
             }
             tx.rollback().await.map_err(pg)?;
             // History the index has not seen: index it, then search, in one write transaction.
+            ensure_progress_row(&client, pk).await?;
             let tx = client.transaction().await.map_err(pg)?;
             let indexed = index_history(&tx, pk).await?;
             let entries = search_entries(&tx, pk, &phrase, query).await?;

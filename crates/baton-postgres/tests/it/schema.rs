@@ -151,6 +151,19 @@ fn urls_are_checked_and_passwords_never_shown() {
         redact("postgres://db/x?user=bob&password=hunter2"),
         "postgres://db/x?user=bob&password=***"
     );
+    // Passwords holding URL delimiters: the driver reads the user info up to the first '@'.
+    for url in [
+        "postgres://u:hunter/2@h:5432/db",
+        "postgres://u:hunter?2@h/db",
+        "postgres://u:hun#ter2@h/db?schema=s",
+    ] {
+        let shown = redact(url);
+        assert!(
+            !shown.contains("hunter") && !shown.contains("hun#"),
+            "{url} -> {shown}"
+        );
+        assert!(shown.starts_with("postgres://u:***@h"), "{shown}");
+    }
     let err = PgStore::connect_without_migrating(&with_schema(
         "postgres://bob:hunter2@127.0.0.1/x",
         "Bad-Name",
