@@ -156,7 +156,9 @@ async fn doctor(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Re
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
         // Boxed: the demo runs command lines through this same function.
-        Command::Demo => return Box::pin(crate::demo::run(cli.db.as_deref(), out)).await,
+        Command::Demo => {
+            return Box::pin(crate::demo::run(cli.db.as_deref(), &cli.tenant, out)).await;
+        }
         Command::Migrate => return migrate(cli.db.as_deref(), cli.json, out).await,
         Command::Doctor => return doctor(cli.db.as_deref(), cli.json, out).await,
         _ => {}
@@ -304,7 +306,19 @@ fn read_messages(reader: impl BufRead, source: &str) -> anyhow::Result<Vec<Messa
     let mut messages = Vec::new();
     for (index, line) in reader.lines().enumerate() {
         let number = index + 1;
-        let line = line.with_context(|| format!("{source}: reading line {number}"))?;
+        let line = match line {
+            Ok(line) => line,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(
+                    InvalidInput(format!("{source}: line {number}: not valid UTF-8")).into(),
+                );
+            }
+            Err(e) => {
+                return Err(
+                    anyhow::Error::new(e).context(format!("{source}: reading line {number}"))
+                );
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -595,8 +609,10 @@ async fn install(env: &Env, args: InstallArgs, out: &mut dyn Write) -> anyhow::R
             InvalidInput(format!("--base {id:?}: expected a summary id or \"none\""))
         })?)),
     };
-    let text = std::fs::read_to_string(&args.file)
+    let bytes = std::fs::read(&args.file)
         .with_context(|| format!("--file: reading {}", args.file.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| InvalidInput(format!("{}: not valid UTF-8", args.file.display())))?;
     let claims = baton_core::claim::parse_candidate(&text)
         .map_err(|e| InvalidInput(format!("{}: {e}", args.file.display())))?;
     let candidate = Candidate {

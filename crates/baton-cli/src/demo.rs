@@ -27,7 +27,7 @@ const CANDIDATE_B: &str = r#"[{"kind":"constraint","text":"Solo lectura","source
  {"kind":"next_step","text":"Continuar diagnóstico DNS","source_seq":2}]"#;
 
 /// Runs the demo, narrating on `out`.
-pub async fn run(db: Option<&str>, out: &mut dyn Write) -> anyhow::Result<()> {
+pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let dir =
         tempfile::tempdir().context("creating a temporary directory for the demo's inputs")?;
     let file = |name: &str, body: &str| -> anyhow::Result<String> {
@@ -41,10 +41,10 @@ pub async fn run(db: Option<&str>, out: &mut dyn Write) -> anyhow::Result<()> {
     let a = file("candidate-a.json", CANDIDATE_A)?;
     let b = file("candidate-b.json", CANDIDATE_B)?;
     let run = format!("demo-{}", baton_store::generate_run_id()?);
-    let db_args: Vec<String> = match db {
-        Some(db) => vec!["--db".into(), db.into()],
-        None => Vec::new(),
-    };
+    let mut db_args: Vec<String> = vec!["--tenant".into(), tenant.into()];
+    if let Some(db) = db {
+        db_args.extend(["--db".to_owned(), db.to_owned()]);
+    }
     let step = |words: &[&str]| -> Vec<String> {
         let mut args = vec!["baton".to_owned()];
         args.extend(db_args.iter().cloned());
@@ -124,7 +124,7 @@ fn shown(args: &[String]) -> String {
     let mut words = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
-        if arg == "--db" {
+        if arg == "--db" || arg == "--tenant" {
             iter.next();
             continue;
         }

@@ -36,7 +36,9 @@ use baton_core::{
     Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
     Timestamp,
 };
-use baton_store::codec::{SummaryBody, ids_json, parse_ids, parse_status, to_i64, to_u64};
+use baton_store::codec::{
+    SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
+};
 use baton_store::{
     Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, SearchRow, Store,
 };
@@ -564,7 +566,7 @@ async fn read_entries(
     from: Seq,
     to: Option<Seq>,
 ) -> Result<Vec<Entry>, Error> {
-    let to = to.map_or(Ok(i64::MAX), |s| to_i64(s.0))?;
+    let to = to.map_or(i64::MAX, |s| lookup_i64(s.0));
     let stmt = c
         .prepare_cached(
             "SELECT seq, tokens, created_at, message FROM history
@@ -572,7 +574,7 @@ async fn read_entries(
         )
         .await
         .map_err(pg)?;
-    c.query(&stmt, &[&run_pk, &to_i64(from.0)?, &to])
+    c.query(&stmt, &[&run_pk, &lookup_i64(from.0), &to])
         .await
         .map_err(pg)?
         .iter()
@@ -667,7 +669,7 @@ async fn load_summary(
         ))
         .await
         .map_err(pg)?;
-    c.query_opt(&stmt, &[&to_i64(id.0)?, &run_pk])
+    c.query_opt(&stmt, &[&lookup_i64(id.0), &run_pk])
         .await
         .map_err(pg)?
         .as_ref()
@@ -689,7 +691,7 @@ async fn validate(
                 .await
                 .map_err(pg)?;
             match c
-                .query_opt(&stmt, &[&to_i64(base.0)?, &run.pk])
+                .query_opt(&stmt, &[&lookup_i64(base.0), &run.pk])
                 .await
                 .map_err(pg)?
             {
@@ -703,7 +705,7 @@ async fn validate(
         .await
         .map_err(pg)?;
     let cut_exists: bool = c
-        .query_one(&stmt, &[&run.pk, &to_i64(cand.cut.0)?])
+        .query_one(&stmt, &[&run.pk, &lookup_i64(cand.cut.0)])
         .await
         .map_err(pg)?
         .get(0);
@@ -1139,7 +1141,7 @@ impl Store for PgStore {
                 .await
                 .map_err(pg)?;
             match client
-                .query_opt(&stmt, &[&to_i64(id.0)?, &tenant.as_str()])
+                .query_opt(&stmt, &[&lookup_i64(id.0), &tenant.as_str()])
                 .await
                 .map_err(pg)?
             {

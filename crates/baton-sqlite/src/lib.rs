@@ -35,7 +35,9 @@ use baton_core::{
     Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
     Timestamp,
 };
-use baton_store::codec::{SummaryBody, ids_json, parse_ids, parse_status, to_i64, to_u64};
+use baton_store::codec::{
+    SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
+};
 use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, Store};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
@@ -463,7 +465,7 @@ fn read_entries(
     from: Seq,
     to: Option<Seq>,
 ) -> Result<Vec<Entry>, Error> {
-    let to = to.map_or(Ok(i64::MAX), |s| to_i64(s.0))?;
+    let to = to.map_or(i64::MAX, |s| lookup_i64(s.0));
     let mut stmt = conn
         .prepare_cached(
             "SELECT seq, tokens, created_at, message FROM history
@@ -471,7 +473,7 @@ fn read_entries(
         )
         .map_err(sql)?;
     let mut rows = stmt
-        .query(params![run_pk, to_i64(from.0)?, to])
+        .query(params![run_pk, lookup_i64(from.0), to])
         .map_err(sql)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(sql)? {
@@ -564,7 +566,7 @@ fn load_summary(conn: &Connection, run_pk: i64, id: SummaryId) -> Result<Option<
              WHERE s.id = ?1 AND s.run_pk = ?2"
         ))
         .map_err(sql)?;
-    let mut rows = stmt.query(params![to_i64(id.0)?, run_pk]).map_err(sql)?;
+    let mut rows = stmt.query(params![lookup_i64(id.0), run_pk]).map_err(sql)?;
     rows.next().map_err(sql)?.map(summary_from_row).transpose()
 }
 
@@ -580,7 +582,7 @@ fn validate(
             let coverage: Option<i64> = conn
                 .prepare_cached("SELECT coverage FROM summaries WHERE id = ?1 AND run_pk = ?2")
                 .map_err(sql)?
-                .query_row(params![to_i64(base.0)?, run.pk], |r| r.get(0))
+                .query_row(params![lookup_i64(base.0), run.pk], |r| r.get(0))
                 .optional()
                 .map_err(sql)?;
             match coverage {
@@ -592,7 +594,7 @@ fn validate(
     let cut_exists: bool = conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM history WHERE run_pk = ?1 AND seq = ?2)")
         .map_err(sql)?
-        .query_row(params![run.pk, to_i64(c.cut.0)?], |r| r.get(0))
+        .query_row(params![run.pk, lookup_i64(c.cut.0)], |r| r.get(0))
         .map_err(sql)?;
     if let Err(why) = baton_store::check_candidate(c, coverage, cut_exists, run.last_seq) {
         return Ok(Err(why));
@@ -940,7 +942,7 @@ impl Store for SqliteStore {
                 ))
                 .map_err(sql)?;
             let mut rows = stmt
-                .query(params![to_i64(id.0)?, tenant.as_str()])
+                .query(params![lookup_i64(id.0), tenant.as_str()])
                 .map_err(sql)?;
             match rows.next().map_err(sql)? {
                 Some(r) => summary_from_row(r),

@@ -13,6 +13,12 @@ pub fn to_i64(value: u64) -> Result<i64, Error> {
     })
 }
 
+/// A seq or id a caller names, for a lookup: past the databases' range it becomes `i64::MAX`,
+/// which no row has, so the lookup answers "not found" instead of failing.
+pub fn lookup_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
 /// A stored integer that must not be negative; `what` names it in the error.
 pub fn to_u64(value: i64, what: &str) -> Result<u64, Error> {
     u64::try_from(value).map_err(|_| Error::Corrupt {

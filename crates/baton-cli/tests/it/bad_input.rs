@@ -258,3 +258,84 @@ fn an_unreachable_postgres_is_one_clear_line_without_the_password() {
     assert!(!ran.stderr.contains("hunter2"), "{}", ran.stderr);
     drop(sb);
 }
+
+#[test]
+fn numbers_past_the_databases_range_are_not_found_not_corrupt() {
+    for sb in Sandbox::each() {
+        sb.run(&["runs", "create", "--id", "r"]).ok();
+        sb.run_with_stdin(
+            &["append", "r"],
+            "{\"role\":\"user\",\"content\":\"one\"}\n",
+        )
+        .ok();
+        let ok = sb.file("ok.json", "[]");
+        let huge = "9223372036854775808";
+        let install = |base: &str, cut: &str| {
+            sb.run(&[
+                "summary",
+                "install",
+                "r",
+                "--base",
+                base,
+                "--cut",
+                cut,
+                "--file",
+                ok.to_str().unwrap(),
+            ])
+        };
+        install("none", huge).fails(4, "is not a message of this run");
+        install(huge, "1").fails(4, "does not belong to this run");
+        sb.run(&["summary", "show", huge]).fails(1, "not found");
+        let all = sb
+            .run(&["--json", "history", "r", "--to", "18446744073709551615"])
+            .ok()
+            .json();
+        assert_eq!(all["messages"].as_array().unwrap().len(), 1);
+        sb.run(&["recall", "r", huge]).fails(4, "has seqs 1..1");
+    }
+}
+
+#[test]
+fn input_that_is_not_utf8_is_invalid_input() {
+    let sb = with_run();
+    let path = sb.dir.path().join("latin1.jsonl");
+    std::fs::write(&path, b"{\"role\":\"user\",\"content\":\"caf\xe9\"}\n").unwrap();
+    sb.run(&["append", "r", "--file", path.to_str().unwrap()])
+        .fails(4, "line 1: not valid UTF-8");
+    let candidate = sb.dir.path().join("latin1.json");
+    std::fs::write(
+        &candidate,
+        b"[{\"kind\":\"note\",\"text\":\"caf\xe9\",\"source_seq\":1}]",
+    )
+    .unwrap();
+    sb.run(&[
+        "summary",
+        "install",
+        "r",
+        "--base",
+        "none",
+        "--cut",
+        "1",
+        "--file",
+        candidate.to_str().unwrap(),
+    ])
+    .fails(4, "not valid UTF-8");
+    assert_eq!(count(&sb), 2);
+}
+
+#[test]
+fn the_demo_runs_in_the_named_tenant() {
+    let sb = Sandbox::new();
+    sb.run(&["--tenant", "acme", "demo"]).ok();
+    let runs = sb
+        .run(&["--tenant", "acme", "--json", "runs", "list"])
+        .ok()
+        .json();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+    assert!(
+        sb.run(&["--json", "runs", "list"]).ok().json()["runs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
