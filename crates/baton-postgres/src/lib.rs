@@ -122,7 +122,12 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Erro
     let mut config: tokio_postgres::Config = rebuilt
         .parse()
         .map_err(|e: tokio_postgres::Error| invalid(e.to_string()))?;
-    config.options(format!("-c search_path={schema}"));
+    // Keep the caller's own `options=` (a statement timeout, say) beside baton's search_path.
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} -c search_path={schema}"),
+        _ => format!("-c search_path={schema}"),
+    };
+    config.options(options);
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(std::time::Duration::from_secs(10));
     }

@@ -313,3 +313,23 @@ async fn a_version_1_schema_is_migrated_and_its_history_becomes_searchable() {
         .get(0);
     assert_eq!(indexed, 2400, "every old message, exactly once");
 }
+
+#[tokio::test]
+async fn a_callers_options_parameter_is_kept_beside_the_search_path() {
+    let schema = TempSchema::new();
+    let url = format!("{}&options=-c%20statement_timeout%3D4321", schema.url);
+    let store = PgStore::connect(&url).await.unwrap();
+    let doctor = store.doctor().await.unwrap();
+    let setting = |name: &str| {
+        doctor
+            .settings
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(setting("statement_timeout").as_deref(), Some("4321ms"));
+    assert_eq!(
+        setting("search_path").as_deref(),
+        Some(schema.name.as_str())
+    );
+}
