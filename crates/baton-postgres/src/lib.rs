@@ -769,6 +769,20 @@ macro_rules! with_client {
     }};
 }
 
+/// A `REPEATABLE READ READ ONLY` transaction: every read in it sees one snapshot, so a run, its
+/// summary and its tail agree with each other.
+async fn snapshot(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, Error> {
+    client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg)
+}
+
 /// Whether `err` means the connection it came from is no longer usable.
 fn connection_broken(err: &Error) -> bool {
     let Error::Backend(inner) = err else {
@@ -967,13 +981,7 @@ impl Store for PgStore {
         to: Option<Seq>,
     ) -> Result<Vec<Entry>, Error> {
         with_client!(self, |client| {
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg)?;
+            let tx = snapshot(&mut client).await?;
             let row = find_run(&tx, tenant, run, false).await?;
             let entries = read_entries(&tx, row.pk, from, to).await?;
             tx.commit().await.map_err(pg)?;
@@ -988,13 +996,7 @@ impl Store for PgStore {
         after: Seq,
     ) -> Result<Vec<ProtocolEvents>, Error> {
         with_client!(self, |client| {
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg)?;
+            let tx = snapshot(&mut client).await?;
             let row = find_run(&tx, tenant, run, false).await?;
             let window = read_window(&tx, row.pk, after).await?;
             tx.commit().await.map_err(pg)?;
@@ -1011,13 +1013,7 @@ impl Store for PgStore {
         let phrase = baton_store::search_phrase(query)?;
         with_client!(self, |client| {
             // The common case: the index is up to date, and the search is one read.
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg)?;
+            let tx = snapshot(&mut client).await?;
             let (pk, last_seq, indexed_through) = search_state(&tx, tenant, run).await?;
             if indexed_through >= last_seq {
                 let entries = search_entries(&tx, pk, &phrase, query).await?;
@@ -1111,13 +1107,7 @@ impl Store for PgStore {
 
     async fn summaries(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Summary>, Error> {
         with_client!(self, |client| {
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg)?;
+            let tx = snapshot(&mut client).await?;
             let row = find_run(&tx, tenant, run, false).await?;
             let stmt = tx
                 .prepare_cached(&format!(
@@ -1163,13 +1153,7 @@ impl Store for PgStore {
     ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error> {
         with_client!(self, |client| {
             // One snapshot: run, summary and tail agree with each other.
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg)?;
+            let tx = snapshot(&mut client).await?;
             let (pk, run) = load_run(&tx, tenant, run).await?;
             let summary = match run.active_summary_id {
                 Some(id) => {
