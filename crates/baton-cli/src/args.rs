@@ -44,6 +44,9 @@ pub enum Command {
     History(HistoryArgs),
     /// Re-read originals by seq, range or search, whatever has been compacted.
     Recall(RecallArgs),
+    /// Import agent session logs as runs: Claude Code, Codex, OpenHands, SWE-agent,
+    /// OpenAI/Anthropic message arrays, aider chat history.
+    Import(ImportArgs),
     /// Install, list and show summary versions.
     #[command(subcommand)]
     Summary(SummaryCommand),
@@ -152,6 +155,49 @@ pub enum RecallKind {
     /// Tool results.
     #[value(name = "tool_result")]
     ToolResult,
+}
+
+/// Arguments of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Transcript files, or directories walked recursively (`~/.claude/projects`,
+    /// `~/.codex/sessions`).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The format of every file; `auto` tells each file's format from its content.
+    #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
+    pub format: ImportFormat,
+    /// The id of the new run, when the import reads exactly one transcript.
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Append to an imported run what its source gained since (a session that went on);
+    /// without it such a source is only reported.
+    #[arg(long)]
+    pub reimport: bool,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The formats `import --format` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    /// Tell each file's format from its content.
+    Auto,
+    /// Claude Code session JSONL.
+    ClaudeCode,
+    /// Codex CLI rollout JSONL.
+    Codex,
+    /// OpenHands event streams.
+    Openhands,
+    /// SWE-agent trajectories.
+    SweAgent,
+    /// OpenAI Chat Completions messages.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// aider chat history Markdown.
+    Aider,
 }
 
 /// `baton summary …`

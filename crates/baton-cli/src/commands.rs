@@ -10,7 +10,9 @@ use baton_core::units::ProtocolMap;
 use baton_core::{ContentBlock, Entry, Message, Run, RunId, Seq, Summary, SummaryId, TenantId};
 use baton_postgres::PgStore;
 use baton_sqlite::SqliteStore;
-use baton_store::{Candidate, Install, NewEntry, NewRun, SearchKind, SearchQuery, Store};
+use baton_store::{
+    Candidate, Install, NewEntry, NewRun, RunReport, SearchKind, SearchQuery, Store,
+};
 use serde_json::json;
 
 use crate::args::{
@@ -178,6 +180,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Append(args) => append(&env, args, out).await,
         Command::History(args) => history(&env, args, out).await,
         Command::Recall(args) => recall(&env, args, out).await,
+        Command::Import(args) => crate::import::run(&env, args, out).await,
         Command::Summary(SummaryCommand::Install(args)) => install(&env, args, out).await,
         Command::Summary(SummaryCommand::List(arg)) => list_summaries(&env, &arg.run, out).await,
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
@@ -190,7 +193,7 @@ fn run_id(s: &str) -> anyhow::Result<RunId> {
     Ok(RunId::new(s)?)
 }
 
-fn print_json(out: &mut dyn Write, value: &serde_json::Value) -> anyhow::Result<()> {
+pub(crate) fn print_json(out: &mut dyn Write, value: &serde_json::Value) -> anyhow::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     writeln!(out)?;
     Ok(())
@@ -284,12 +287,118 @@ async fn list_runs(env: &Env, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
-    let run = env.store.run(&env.tenant, &run_id(run)?).await?;
-    if env.json {
-        return print_json(out, &run_json(&run));
+/// `runs show --json`: the run's fields, then `origin` (null for a run not imported),
+/// `counts`, the source's `compactions`, and when baton stored the first and last message.
+fn report_json(report: &RunReport) -> serde_json::Value {
+    let mut value = run_json(&report.run);
+    let origin = report.origin.as_ref().map(|o| {
+        json!({
+            "path": o.path,
+            "format": o.format,
+            "source_session_id": o.source_session_id,
+            "parent_run": o.parent_run,
+            "models": o.models,
+            "first_at": o.first_at,
+            "last_at": o.last_at,
+            "skipped_lines": o.skipped_lines,
+            "side_branches": o.side_branches,
+            "side_branch_messages": o.side_branch_messages,
+            "imported_at": o.imported_at,
+            "updated_at": o.updated_at,
+        })
+    });
+    let c = &report.counts;
+    let compactions: Vec<_> = report
+        .compactions
+        .iter()
+        .map(|e| json!({ "after_seq": e.after, "summary": e.summary, "at": e.at }))
+        .collect();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("origin".into(), json!(origin));
+        map.insert(
+            "counts".into(),
+            json!({
+                "messages": c.messages,
+                "tool_calls": c.tool_calls,
+                "orphan_tool_results": c.orphan_tool_results,
+                "dangling_tool_calls": c.dangling_tool_calls,
+                "compaction_events": report.compactions.len(),
+                "redactions": report.origin.as_ref().map_or(0, |o| o.redactions),
+                "bytes": c.bytes,
+                "tokens": c.tokens,
+            }),
+        );
+        map.insert("compactions".into(), json!(compactions));
+        map.insert("first_message_at".into(), json!(c.first_appended_at));
+        map.insert("last_message_at".into(), json!(c.last_appended_at));
     }
-    print_run(out, &run)
+    value
+}
+
+async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    let report = env.store.run_report(&env.tenant, &run_id(run)?).await?;
+    if env.json {
+        return print_json(out, &report_json(&report));
+    }
+    print_run(out, &report.run)?;
+    let c = &report.counts;
+    writeln!(
+        out,
+        "tools     {} calls, {} orphan results, {} without a result",
+        c.tool_calls, c.orphan_tool_results, c.dangling_tool_calls
+    )?;
+    writeln!(
+        out,
+        "size      {} bytes, {} tokens (estimated)",
+        c.bytes, c.tokens
+    )?;
+    if let (Some(first), Some(last)) = (c.first_appended_at, c.last_appended_at) {
+        writeln!(out, "stored    {first} .. {last}")?;
+    }
+    if let Some(o) = &report.origin {
+        writeln!(out, "origin    {} ({})", o.path, o.format)?;
+        if let Some(session) = &o.source_session_id {
+            writeln!(out, "session   {session}")?;
+        }
+        if let Some(parent) = &o.parent_run {
+            writeln!(out, "parent    run {parent}")?;
+        }
+        if !o.models.is_empty() {
+            writeln!(out, "models    {}", o.models.join(", "))?;
+        }
+        match (&o.first_at, &o.last_at) {
+            (Some(first), Some(last)) => writeln!(out, "source    {first} .. {last}")?,
+            (Some(at), None) | (None, Some(at)) => writeln!(out, "source    {at}")?,
+            (None, None) => {}
+        }
+        writeln!(
+            out,
+            "imported  {} (last {}); {} secrets redacted; {} non-message lines and {} side branches ({} messages) skipped",
+            o.imported_at,
+            o.updated_at,
+            o.redactions,
+            o.skipped_lines,
+            o.side_branches,
+            o.side_branch_messages
+        )?;
+    }
+    for e in &report.compactions {
+        let at =
+            e.at.as_deref()
+                .map(|a| format!(" at {a}"))
+                .unwrap_or_default();
+        let summary = e
+            .summary
+            .as_deref()
+            .map(|s| format!(": {}", first_line(s, 80)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "compacted after seq {}{at} by the source agent{summary}",
+            e.after
+        )?;
+    }
+    Ok(())
 }
 
 async fn cancel_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {

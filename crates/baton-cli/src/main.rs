@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod demo;
 mod exit;
+mod import;
 
 use std::io::Write;
 use std::process::ExitCode;

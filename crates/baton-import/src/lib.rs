@@ -8,13 +8,17 @@
 //! - `formats/`: one module per source format.
 //! - [`redact`]: secrets (API keys, tokens) removed from imported text, counted.
 //!
-//! Storing transcripts as runs (one transaction per file, found again by source identity) is the
-//! store's and the CLI's job; this crate only reads.
+//! - [`Transcript::to_import`]: a transcript, redacted, as the store imports it
+//!   ([`baton_store::NewImport`]): its source key, origin, messages and compaction events. The
+//!   store does the rest (one transaction per file, found again by source key); this crate
+//!   does no IO.
 
 pub mod formats;
 pub mod redact;
 
-use baton_core::Message;
+use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
+use baton_core::{Message, RunId, Seq};
+use baton_store::{NewEntry, NewImport, Origin, SourceCompaction};
 use serde::Serialize;
 
 /// A source format baton can import.
@@ -151,6 +155,113 @@ impl Transcript {
         if !model.is_empty() && !self.models.iter().any(|m| m == model) {
             self.models.push(model.to_owned());
         }
+    }
+
+    /// The identity a store finds this transcript by when it is imported again, `path` being
+    /// the file it was read from (absolute, so the same file gives the same key from any
+    /// working directory).
+    ///
+    /// Claude Code and Codex name each session with a globally unique id that stays the same
+    /// while the session's file grows, wherever the file is copied: their key is
+    /// `<format>:<session id>`, so a session's later snapshot extends the run of its earlier
+    /// one. Every other format's ids are not unique per session (SWE-agent and OpenHands name
+    /// the benchmark instance, shared by every attempt at it), so their key is the place:
+    /// `<format>:<path>#<index>`.
+    pub fn source_key(&self, path: &str) -> String {
+        match (&self.source_session_id, self.format) {
+            (Some(id), Format::ClaudeCode | Format::Codex) => {
+                format!("{}:{id}", self.format.name())
+            }
+            _ => format!("{}:{path}#{}", self.format.name(), self.index),
+        }
+    }
+
+    /// The [`source_key`](Self::source_key) of the session this one is a subagent of.
+    pub fn parent_key(&self) -> Option<String> {
+        self.parent_session_id
+            .as_ref()
+            .map(|id| format!("{}:{id}", self.format.name()))
+    }
+
+    /// Redacts secrets from every message and compaction summary; returns how many.
+    pub fn redact(&mut self) -> usize {
+        let in_messages: usize = self
+            .messages
+            .iter_mut()
+            .map(|m| redact::redact_message(&mut m.message))
+            .sum();
+        let in_summaries: usize = self
+            .compactions
+            .iter_mut()
+            .filter_map(|c| c.summary.as_mut())
+            .map(|text| {
+                let (redacted, n) = redact::redact(text);
+                *text = redacted;
+                n
+            })
+            .sum();
+        in_messages + in_summaries
+    }
+
+    /// The source's timestamp of its first message that has one.
+    pub fn first_timestamp(&self) -> Option<&str> {
+        self.messages.iter().find_map(|m| m.timestamp.as_deref())
+    }
+
+    /// The source's timestamp of its last message that has one.
+    pub fn last_timestamp(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find_map(|m| m.timestamp.as_deref())
+    }
+
+    /// Redacts the transcript and turns it into what the store imports, `path` being the file
+    /// it was read from (see [`source_key`](Self::source_key)) and `id` the new run's id if
+    /// the caller names one. Token counts are the byte-based estimate. Returns the import and
+    /// how many secrets were redacted.
+    pub fn to_import(&mut self, path: &str, id: Option<RunId>) -> (NewImport, usize) {
+        let redactions = self.redact();
+        let origin = Origin {
+            source_key: self.source_key(path),
+            path: path.to_owned(),
+            format: self.format.name().to_owned(),
+            source_session_id: self.source_session_id.clone(),
+            parent_key: self.parent_key(),
+            models: self.models.clone(),
+            first_at: self.first_timestamp().map(str::to_owned),
+            last_at: self.last_timestamp().map(str::to_owned),
+            redactions: redactions as u64,
+            skipped_lines: self.skipped.non_message_lines as u64,
+            side_branches: self.skipped.side_branches as u64,
+            side_branch_messages: self.skipped.side_branch_messages as u64,
+        };
+        let entries = self
+            .messages
+            .iter()
+            .map(|m| NewEntry::estimated(m.message.clone()))
+            .collect();
+        let compactions = self
+            .compactions
+            .iter()
+            .map(|c| SourceCompaction {
+                after: c.after_messages as u64,
+                summary: c.summary.clone(),
+                at: c.timestamp.clone(),
+            })
+            .collect();
+        (NewImport::new(id, origin, entries, compactions), redactions)
+    }
+
+    /// The tool-pairing problems the transcript would have as a run (seqs from 1): orphan
+    /// results, calls without a result, reused call ids. A transcript whose source is itself
+    /// incomplete (cut off while a tool ran) has some; a reader never hides them.
+    pub fn problems(&self) -> Vec<Problem> {
+        let events: Vec<ProtocolEvents> = (1..)
+            .zip(&self.messages)
+            .map(|(seq, m)| ProtocolEvents::of(Seq(seq), &m.message))
+            .collect();
+        ProtocolMap::analyze(Seq::ZERO, &events).problems().to_vec()
     }
 }
 

@@ -26,6 +26,8 @@
 //! assert_eq!(n, 1);
 //! ```
 
+use baton_core::{ContentBlock, MediaSource, Message};
+
 /// What one recognizer found at a position.
 struct Found {
     /// Bytes kept before the redaction marker (the `Bearer ` of a bearer token).
@@ -58,6 +60,51 @@ pub fn redact(text: &str) -> (String, usize) {
     }
     out.push_str(&text[copied..]);
     (out, count)
+}
+
+/// Redacts every string of `message` a person or tool wrote: text, thinking, tool inputs (string
+/// values at any depth; keys stay), tool results, URLs and document titles. Opaque payloads
+/// (redacted thinking, signatures, base64 media) are left as they are. Returns the count.
+pub fn redact_message(message: &mut Message) -> usize {
+    message.content.iter_mut().map(redact_block).sum()
+}
+
+fn redact_block(block: &mut ContentBlock) -> usize {
+    match block {
+        ContentBlock::Text { text } => redact_in_place(text),
+        ContentBlock::Thinking { thinking, .. } => redact_in_place(thinking),
+        ContentBlock::RedactedThinking { .. } => 0,
+        ContentBlock::ToolUse { input, .. } => redact_json(input),
+        ContentBlock::ToolResult { content, .. } => content.iter_mut().map(redact_block).sum(),
+        ContentBlock::Image { source } => redact_source(source),
+        ContentBlock::Document { source, title } => {
+            redact_source(source) + title.as_mut().map_or(0, redact_in_place)
+        }
+    }
+}
+
+fn redact_source(source: &mut MediaSource) -> usize {
+    match source {
+        MediaSource::Url { url } => redact_in_place(url),
+        MediaSource::File { .. } | MediaSource::Base64 { .. } => 0,
+    }
+}
+
+fn redact_json(value: &mut serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(s) => redact_in_place(s),
+        serde_json::Value::Array(items) => items.iter_mut().map(redact_json).sum(),
+        serde_json::Value::Object(map) => map.values_mut().map(redact_json).sum(),
+        _ => 0,
+    }
+}
+
+fn redact_in_place(text: &mut String) -> usize {
+    let (redacted, n) = redact(text);
+    if n > 0 {
+        *text = redacted;
+    }
+    n
 }
 
 fn is_word(b: u8) -> bool {
@@ -143,7 +190,9 @@ fn find_at(s: &[u8]) -> Option<Found> {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use baton_core::{ContentBlock, MediaSource, Message, Role};
+
+    use super::{redact, redact_message};
 
     #[track_caller]
     fn check(input: &str, expected: &str, n: usize) {
@@ -218,5 +267,59 @@ mod tests {
         ] {
             check(text, text, 0);
         }
+    }
+
+    #[test]
+    fn messages_are_redacted_in_every_written_string_and_nowhere_else() {
+        let key = "sk-ant-api03-abcdefghij0123456789XYZ";
+        let mut m = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text {
+                    text: format!("key {key}"),
+                },
+                ContentBlock::Thinking {
+                    thinking: format!("use {key}"),
+                    signature: Some(key.into()),
+                },
+                ContentBlock::RedactedThinking { data: key.into() },
+                ContentBlock::ToolUse {
+                    id: "t1".into(),
+                    name: "bash".into(),
+                    input: serde_json::json!({"command": format!("curl -H 'x-api-key: {key}'"), "env": [{key: key}], "n": 1}),
+                },
+                ContentBlock::ToolResult {
+                    tool_use_id: "t1".into(),
+                    content: vec![ContentBlock::Text {
+                        text: format!("echo {key}"),
+                    }],
+                    is_error: false,
+                },
+                ContentBlock::Image {
+                    source: MediaSource::Url {
+                        url: format!("https://x.test/?token=Bearer {key}"),
+                    },
+                },
+                ContentBlock::Document {
+                    source: MediaSource::Base64 {
+                        media_type: "text/plain".into(),
+                        data: key.into(),
+                    },
+                    title: Some(key.into()),
+                },
+            ],
+        };
+        assert_eq!(redact_message(&mut m), 7);
+        let json = serde_json::to_value(&m).unwrap();
+        let text = json.to_string();
+        // What remains: the signature, the redacted-thinking payload, base64 data and the
+        // object key (keys are not values).
+        assert_eq!(text.matches(key).count(), 4, "{text}");
+        assert_eq!(json["content"][0]["text"], "key [REDACTED:anthropic]");
+        assert_eq!(json["content"][3]["input"]["n"], 1);
+        assert_eq!(
+            json["content"][3]["input"]["env"][0][key],
+            "[REDACTED:anthropic]"
+        );
     }
 }

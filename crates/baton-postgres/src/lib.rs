@@ -11,6 +11,9 @@
 //!   `tsvector` under a GIN index, and `search_progress`, how far each run is indexed.
 //!   Indexing is lazy: `append` writes history only, and `search` first indexes the run's
 //!   messages past its mark, in one transaction holding the run's progress row lock.
+//!   Version 3 adds imported runs: `run_origins`, where each came from (found again by its
+//!   source key, unique per tenant), and `source_compactions`, the compactions its source
+//!   agent performed.
 //! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
 //!   settings that matter.
 //!
@@ -18,7 +21,9 @@
 //! (`SELECT … FOR UPDATE`), so appends assign gap-free seqs in order across connections and an
 //! install's validation and its compare-and-swap see one state of the run. Row locks rather
 //! than `SERIALIZABLE`: the check-then-act always starts at the run row, so one lock orders
-//! every conflicting writer without serialization failures to retry.
+//! every conflicting writer without serialization failures to retry. An import first takes a
+//! transaction-scoped advisory lock per source it names (see `import`), so importers of one
+//! source on any number of connections take turns and find each other's run.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), baton_store::Error> {
@@ -28,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+mod import;
 mod migrate;
 
 use async_trait::async_trait;
@@ -40,7 +46,8 @@ use baton_store::codec::{
     SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
 use baton_store::{
-    Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, SearchRow, Store,
+    Candidate, Error, Imported, Install, NewEntry, NewImport, NewRun, Reimport, Rejection,
+    RunReport, SearchQuery, SearchRow, Store,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -396,6 +403,125 @@ fn entry_from_row(r: &Row) -> Result<Entry, Error> {
         created_at: Timestamp(r.get(2)),
         message,
     })
+}
+
+/// Messages serialized for `history`: the parallel arrays one `INSERT … SELECT FROM unnest(…)`
+/// takes, made before a connection is taken.
+struct Prepared {
+    tokens: Vec<i32>,
+    tool_uses: Vec<Option<String>>,
+    tool_results: Vec<Option<String>>,
+    messages: Vec<String>,
+}
+
+/// Serializes `entries` for [`insert_entries`].
+fn prepare(entries: &[NewEntry]) -> Result<Prepared, Error> {
+    let mut tokens = Vec::with_capacity(entries.len());
+    let mut tool_uses = Vec::with_capacity(entries.len());
+    let mut tool_results = Vec::with_capacity(entries.len());
+    let mut messages = Vec::with_capacity(entries.len());
+    for e in entries {
+        tokens.push(i32::try_from(e.tokens).unwrap_or(i32::MAX));
+        tool_uses.push(ids_json(e.message.tool_use_ids().collect()));
+        tool_results.push(ids_json(e.message.tool_result_ids().collect()));
+        messages.push(
+            serde_json::to_string(&e.message).map_err(|err| Error::Corrupt {
+                what: format!("message does not serialize: {err}"),
+            })?,
+        );
+    }
+    Ok(Prepared {
+        tokens,
+        tool_uses,
+        tool_results,
+        messages,
+    })
+}
+
+/// Creates the tenant on first use and a new active run; returns the run's key. Fails with
+/// [`Error::RunExists`] when the tenant has a run with this id.
+async fn insert_run(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &TenantId,
+    id: &RunId,
+    goal: Option<&str>,
+    rules: Option<&str>,
+    now: Timestamp,
+) -> Result<i64, Error> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO tenants (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .await
+        .map_err(pg)?;
+    tx.execute(&stmt, &[&tenant.as_str(), &now.0])
+        .await
+        .map_err(pg)?;
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
+             VALUES ($1, $2, 'active', $3, $4, $5) ON CONFLICT (tenant_id, id) DO NOTHING
+             RETURNING pk",
+        )
+        .await
+        .map_err(pg)?;
+    match tx
+        .query_opt(
+            &stmt,
+            &[&tenant.as_str(), &id.as_str(), &goal, &rules, &now.0],
+        )
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => Ok(row.get(0)),
+        None => Err(Error::RunExists { run: id.clone() }),
+    }
+}
+
+/// Inserts `prepared`'s messages from the `from`th on after `last_seq`, in one statement, and
+/// moves the run's `last_seq`; returns their seqs. The caller holds the run's row lock (or made
+/// the run in this transaction) and checked that it is active.
+async fn insert_entries(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run_pk: i64,
+    last_seq: Seq,
+    prepared: &Prepared,
+    from: usize,
+    now: Timestamp,
+) -> Result<Vec<Seq>, Error> {
+    let tokens = prepared.tokens.get(from..).unwrap_or_default();
+    let uses = prepared.tool_uses.get(from..).unwrap_or_default();
+    let results = prepared.tool_results.get(from..).unwrap_or_default();
+    let messages = prepared.messages.get(from..).unwrap_or_default();
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    let first = to_i64(last_seq.0)? + 1;
+    let seqs: Vec<i64> = (first..first + to_i64(messages.len() as u64)?).collect();
+    // One statement for the whole batch: arrays unnested in parallel.
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+             SELECT $1, s, t, u, r, $7, m
+             FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)",
+        )
+        .await
+        .map_err(pg)?;
+    tx.execute(
+        &stmt,
+        &[&run_pk, &seqs, &tokens, &uses, &results, &messages, &now.0],
+    )
+    .await
+    .map_err(pg)?;
+    let last = seqs.last().copied().unwrap_or(first);
+    let stmt = tx
+        .prepare_cached("UPDATE runs SET last_seq = $1 WHERE pk = $2")
+        .await
+        .map_err(pg)?;
+    tx.execute(&stmt, &[&last, &run_pk]).await.map_err(pg)?;
+    seqs.into_iter()
+        .map(|s| to_u64(s, "seq").map(Seq))
+        .collect()
 }
 
 /// Messages read and indexed per statement while a search brings a run's index up to date.
@@ -811,37 +937,28 @@ impl Store for PgStore {
         };
         with_client!(self, |client| {
             let tx = client.transaction().await.map_err(pg)?;
-            let now = Timestamp::now().0;
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO tenants (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                )
-                .await
-                .map_err(pg)?;
-            tx.execute(&stmt, &[&tenant.as_str(), &now])
-                .await
-                .map_err(pg)?;
-            let stmt = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
-                     VALUES ($1, $2, 'active', $3, $4, $5) ON CONFLICT (tenant_id, id) DO NOTHING
-                     RETURNING {RUN_COLUMNS}"
-                ))
-                .await
-                .map_err(pg)?;
-            let row = tx
-                .query_opt(
-                    &stmt,
-                    &[&tenant.as_str(), &id.as_str(), &new.goal, &new.rules, &now],
-                )
-                .await
-                .map_err(pg)?;
-            let Some(row) = row else {
-                return Err(Error::RunExists { run: id });
-            };
-            let run = run_from_row(&row)?;
+            let now = Timestamp::now();
+            insert_run(
+                &tx,
+                tenant,
+                &id,
+                new.goal.as_deref(),
+                new.rules.as_deref(),
+                now,
+            )
+            .await?;
             tx.commit().await.map_err(pg)?;
-            Ok(run)
+            // What the insert wrote: a run starts active, empty and without a summary.
+            Ok(Run {
+                id,
+                tenant: tenant.clone(),
+                status: RunStatus::Active,
+                goal: new.goal.clone(),
+                rules: new.rules.clone(),
+                active_summary_id: None,
+                last_seq: Seq::ZERO,
+                created_at: now,
+            })
         })
     }
 
@@ -916,20 +1033,7 @@ impl Store for PgStore {
         run: &RunId,
         entries: &[NewEntry],
     ) -> Result<Vec<Seq>, Error> {
-        let mut tokens = Vec::with_capacity(entries.len());
-        let mut uses = Vec::with_capacity(entries.len());
-        let mut results = Vec::with_capacity(entries.len());
-        let mut messages = Vec::with_capacity(entries.len());
-        for e in entries {
-            tokens.push(i32::try_from(e.tokens).unwrap_or(i32::MAX));
-            uses.push(ids_json(e.message.tool_use_ids().collect()));
-            results.push(ids_json(e.message.tool_result_ids().collect()));
-            messages.push(
-                serde_json::to_string(&e.message).map_err(|err| Error::Corrupt {
-                    what: format!("message does not serialize: {err}"),
-                })?,
-            );
-        }
+        let prepared = prepare(entries)?;
         with_client!(self, |client| {
             let tx = client.transaction().await.map_err(pg)?;
             let row = find_run(&tx, tenant, run, true).await?;
@@ -942,34 +1046,10 @@ impl Store for PgStore {
             if entries.is_empty() {
                 return Ok(Vec::new());
             }
-            let first = to_i64(row.last_seq.0)? + 1;
-            let seqs: Vec<i64> = (first..first + to_i64(entries.len() as u64)?).collect();
-            // One statement for the whole batch: arrays unnested in parallel.
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
-                     SELECT $1, s, t, u, r, $7, m
-                     FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)",
-                )
-                .await
-                .map_err(pg)?;
-            let now = Timestamp::now().0;
-            tx.execute(
-                &stmt,
-                &[&row.pk, &seqs, &tokens, &uses, &results, &messages, &now],
-            )
-            .await
-            .map_err(pg)?;
-            let last = seqs.last().copied().unwrap_or(first);
-            let stmt = tx
-                .prepare_cached("UPDATE runs SET last_seq = $1 WHERE pk = $2")
-                .await
-                .map_err(pg)?;
-            tx.execute(&stmt, &[&last, &row.pk]).await.map_err(pg)?;
+            let seqs =
+                insert_entries(&tx, row.pk, row.last_seq, &prepared, 0, Timestamp::now()).await?;
             tx.commit().await.map_err(pg)?;
-            seqs.into_iter()
-                .map(|s| to_u64(s, "seq").map(Seq))
-                .collect()
+            Ok(seqs)
         })
     }
 
@@ -1143,6 +1223,32 @@ impl Store for PgStore {
                 Some(row) => summary_from_row(&row),
                 None => Err(Error::SummaryNotFound { id }),
             }
+        })
+    }
+
+    async fn import(
+        &self,
+        tenant: &TenantId,
+        imports: Vec<NewImport>,
+        reimport: Reimport,
+    ) -> Result<Vec<Imported>, Error> {
+        let file = import::ready(imports)?;
+        with_client!(self, |client| {
+            // One transaction for the file: any error drops it, and nothing of the file stays.
+            let tx = client.transaction().await.map_err(pg)?;
+            let outcomes = import::import(&tx, &self.schema, tenant, &file, reimport).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(outcomes)
+        })
+    }
+
+    async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error> {
+        with_client!(self, |client| {
+            // One snapshot: the run, its origin and its counts agree with each other.
+            let tx = snapshot(&mut client).await?;
+            let report = import::report(&tx, tenant, run).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(report)
         })
     }
 

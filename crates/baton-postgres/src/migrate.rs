@@ -14,6 +14,7 @@ use crate::pg;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_search.sql"),
+    include_str!("../migrations/0003_import.sql"),
 ];
 
 /// The schema version this build writes.

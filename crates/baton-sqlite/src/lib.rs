@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod import;
 mod migrate;
 
 use std::path::{Path, PathBuf};
@@ -38,8 +39,13 @@ use baton_core::{
 use baton_store::codec::{
     SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
-use baton_store::{Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchQuery, Store};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use baton_store::{
+    Candidate, Error, Imported, Install, NewEntry, NewImport, NewRun, Reimport, Rejection,
+    RunReport, SearchQuery, Store,
+};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+};
 
 pub use migrate::SCHEMA_VERSION;
 
@@ -333,6 +339,77 @@ fn prepare(entries: &[NewEntry]) -> Result<Vec<Prepared>, Error> {
             })
         })
         .collect()
+}
+
+/// Creates the tenant on first use and a new active run; returns the run's key. Fails with
+/// [`Error::RunExists`] when the tenant has a run with this id.
+fn insert_run(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    id: &RunId,
+    goal: Option<&str>,
+    rules: Option<&str>,
+    now: Timestamp,
+) -> Result<i64, Error> {
+    tx.prepare_cached(
+        "INSERT INTO tenants (id, created_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+    )
+    .map_err(sql)?
+    .execute(params![tenant.as_str(), now.0])
+    .map_err(sql)?;
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
+             VALUES (?1, ?2, 'active', ?3, ?4, ?5) ON CONFLICT (tenant_id, id) DO NOTHING",
+        )
+        .map_err(sql)?
+        .execute(params![tenant.as_str(), id.as_str(), goal, rules, now.0])
+        .map_err(sql)?;
+    if inserted == 0 {
+        return Err(Error::RunExists { run: id.clone() });
+    }
+    Ok(tx.last_insert_rowid())
+}
+
+/// Inserts `prepared` after `last_seq` and moves the run's `last_seq`; returns the seqs.
+/// The caller holds the write lock (a `BEGIN IMMEDIATE` transaction) and checked the run.
+fn insert_entries(
+    tx: &Transaction<'_>,
+    run_pk: i64,
+    last_seq: Seq,
+    prepared: &[Prepared],
+    now: Timestamp,
+) -> Result<Vec<Seq>, Error> {
+    let mut seqs = Vec::with_capacity(prepared.len());
+    let mut seq = last_seq;
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(sql)?;
+    for p in prepared {
+        seq = seq.next();
+        insert
+            .execute(params![
+                run_pk,
+                to_i64(seq.0)?,
+                p.tokens,
+                p.tool_uses,
+                p.tool_results,
+                now.0,
+                p.message
+            ])
+            .map_err(sql)?;
+        seqs.push(seq);
+    }
+    if !seqs.is_empty() {
+        tx.prepare_cached("UPDATE runs SET last_seq = ?1 WHERE pk = ?2")
+            .map_err(sql)?
+            .execute(params![to_i64(seq.0)?, run_pk])
+            .map_err(sql)?;
+    }
+    Ok(seqs)
 }
 
 /// Messages read and indexed per batch while a search brings a run's index up to date.
@@ -647,30 +724,14 @@ impl Store for SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
-            let now = Timestamp::now();
-            tx.prepare_cached(
-                "INSERT INTO tenants (id, created_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-            )
-            .map_err(sql)?
-            .execute(params![tenant.as_str(), now.0])
-            .map_err(sql)?;
-            let inserted = tx
-                .prepare_cached(
-                    "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
-                     VALUES (?1, ?2, 'active', ?3, ?4, ?5) ON CONFLICT (tenant_id, id) DO NOTHING",
-                )
-                .map_err(sql)?
-                .execute(params![
-                    tenant.as_str(),
-                    id.as_str(),
-                    new.goal,
-                    new.rules,
-                    now.0
-                ])
-                .map_err(sql)?;
-            if inserted == 0 {
-                return Err(Error::RunExists { run: id });
-            }
+            insert_run(
+                &tx,
+                &tenant,
+                &id,
+                new.goal.as_deref(),
+                new.rules.as_deref(),
+                Timestamp::now(),
+            )?;
             let run = load_run(&tx, &tenant, &id)?;
             tx.commit().map_err(sql)?;
             Ok(run)
@@ -751,35 +812,17 @@ impl Store for SqliteStore {
         let prepared = prepare(entries)?;
         let (tenant, run) = (tenant.clone(), run.clone());
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
             let row = find_run(&tx, &tenant, &run)?;
             if row.status != RunStatus::Active {
-                return Err(Error::RunNotActive { run, status: row.status });
+                return Err(Error::RunNotActive {
+                    run,
+                    status: row.status,
+                });
             }
-            let now = Timestamp::now().0;
-            let mut seqs = Vec::with_capacity(prepared.len());
-            let mut seq = row.last_seq;
-            {
-                let mut insert = tx
-                    .prepare_cached(
-                        "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )
-                    .map_err(sql)?;
-                for p in &prepared {
-                    seq = seq.next();
-                    insert
-                        .execute(params![row.pk, to_i64(seq.0)?, p.tokens, p.tool_uses, p.tool_results, now, p.message])
-                        .map_err(sql)?;
-                    seqs.push(seq);
-                }
-            }
-            if !seqs.is_empty() {
-                tx.prepare_cached("UPDATE runs SET last_seq = ?1 WHERE pk = ?2")
-                    .map_err(sql)?
-                    .execute(params![to_i64(seq.0)?, row.pk])
-                    .map_err(sql)?;
-            }
+            let seqs = insert_entries(&tx, row.pk, row.last_seq, &prepared, Timestamp::now())?;
             tx.commit().map_err(sql)?;
             Ok(seqs)
         })
@@ -948,6 +991,35 @@ impl Store for SqliteStore {
                 Some(r) => summary_from_row(r),
                 None => Err(Error::SummaryNotFound { id }),
             }
+        })
+        .await
+    }
+
+    async fn import(
+        &self,
+        tenant: &TenantId,
+        imports: Vec<NewImport>,
+        reimport: Reimport,
+    ) -> Result<Vec<Imported>, Error> {
+        let file = import::ready(imports)?;
+        let tenant = tenant.clone();
+        self.write(move |conn| {
+            // One transaction for the file: any error drops it, and nothing of the file stays.
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let outcomes = import::import(&tx, &tenant, &file, reimport)?;
+            tx.commit().map_err(sql)?;
+            Ok(outcomes)
+        })
+        .await
+    }
+
+    async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            import::report(&tx, &tenant, &run)
         })
         .await
     }

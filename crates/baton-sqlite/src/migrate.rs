@@ -20,6 +20,7 @@ pub const APPLICATION_ID: i32 = 0x6261_746e;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_search.sql"),
+    include_str!("../migrations/0003_import.sql"),
 ];
 
 /// The schema version this build writes.

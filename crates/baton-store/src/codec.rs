@@ -57,3 +57,33 @@ pub struct SummaryBody {
     /// What the summary says.
     pub claims: Vec<Claim>,
 }
+
+/// Reads a stored import digest: 64 lowercase hex digits.
+pub fn parse_digest(hex: &str) -> Result<crate::Digest, Error> {
+    let corrupt = || Error::Corrupt {
+        what: format!("import digest {hex:?}"),
+    };
+    if hex.len() != 64 {
+        return Err(corrupt());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(corrupt)?, 16)
+            .map_err(|_| corrupt())?;
+    }
+    Ok(crate::Digest(out))
+}
+
+/// Model names as stored beside an imported run: a JSON list.
+pub fn models_json(models: &[String]) -> Result<String, Error> {
+    serde_json::to_string(models).map_err(|e| Error::Corrupt {
+        what: format!("model names do not serialize: {e}"),
+    })
+}
+
+/// Reads what [`models_json`] wrote.
+pub fn parse_models(json: &str) -> Result<Vec<String>, Error> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt {
+        what: format!("model names {json:?}: {e}"),
+    })
+}

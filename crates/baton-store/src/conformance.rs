@@ -23,6 +23,9 @@ use crate::{
     Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchKind, SearchQuery, Store,
 };
 
+mod import;
+pub use import::*;
+
 /// A backend under test: one database, opened as many times as a test asks.
 #[async_trait]
 pub trait Harness: Send + Sync {
@@ -61,7 +64,15 @@ macro_rules! conformance_tests {
             invalid_search_queries_are_errors,
             search_on_a_long_run_returns_in_order,
             search_finds_messages_appended_after_a_search,
-            concurrent_first_searches_index_each_message_once
+            concurrent_first_searches_index_each_message_once,
+            import_creates_a_run_with_its_origin,
+            reimport_finds_the_run_and_appends_only_what_is_new,
+            an_edited_source_or_a_run_that_moved_on_is_not_extended,
+            a_file_is_imported_whole_or_not_at_all,
+            subagents_link_to_their_parent_in_either_order,
+            imports_are_isolated_by_tenant,
+            concurrent_imports_of_one_source_make_one_run,
+            run_report_counts_a_native_run
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

@@ -10,6 +10,8 @@
 //!   `install_summary`, `context`), never after SQL.
 //! - [`Install`] and [`Rejection`]: expected outcomes of an install, returned as values.
 //! - [`Error`]: what went wrong otherwise, naming the offending value.
+//! - [`import`]: imported runs: their origin, found again by source key, and extended by what
+//!   the source gained since, never duplicated.
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
@@ -36,6 +38,7 @@
 
 pub mod codec;
 pub mod conformance;
+pub mod import;
 pub mod search;
 
 use async_trait::async_trait;
@@ -45,6 +48,10 @@ use baton_core::{
     SummaryId, TenantId, tokens,
 };
 
+pub use import::{
+    CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
+    RunOrigin, RunReport, SourceCompaction,
+};
 pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows, search_texts};
 
 /// A store of runs, history and summaries. Implementations must pass [`conformance`].
@@ -147,6 +154,30 @@ pub trait Store: Send + Sync {
         run: &RunId,
         query: &SearchQuery,
     ) -> Result<Vec<Entry>, Error>;
+
+    /// Imports the transcripts of one file as runs, in one transaction: all of them or none.
+    ///
+    /// A transcript whose [`Origin::source_key`] names no run of the tenant becomes a new run
+    /// (with its origin, its messages as seqs `1..=n`, and its source's compaction events). One
+    /// that names a run already is never imported twice: it is [`Imported::UpToDate`], or
+    /// [`Imported::Grown`] when the source has gained messages, which `reimport` appends
+    /// ([`Imported::Extended`]). A source that no longer starts with what was imported from it,
+    /// or whose run took other messages since, fails the whole file with
+    /// [`Error::Import`] ([`import::decide`] holds these rules once for every backend).
+    ///
+    /// A subagent transcript ([`Origin::parent_key`]) is linked to its parent's run, whichever
+    /// of the two is imported first. Concurrent imports of one source, from any number of
+    /// connections or processes, make one run.
+    async fn import(
+        &self,
+        tenant: &TenantId,
+        imports: Vec<NewImport>,
+        reimport: Reimport,
+    ) -> Result<Vec<Imported>, Error>;
+
+    /// A run with its origin (for an imported run), its source's compaction events, and
+    /// counts over its history, from one snapshot.
+    async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error>;
 
     /// The assembled context of the run: rules, goal, active summary, tail.
     async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<Context, Error> {
@@ -321,6 +352,9 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// An import that would mix two histories; nothing of its file was written.
+    #[error(transparent)]
+    Import(#[from] ImportRejection),
     /// An id read or built by the store is not a valid id.
     #[error(transparent)]
     InvalidId(#[from] baton_core::Error),

@@ -10,6 +10,7 @@
 )]
 
 mod bad_input;
+mod import;
 mod json_contract;
 mod race;
 mod recall;

@@ -1,0 +1,484 @@
+//! `baton import`: agent session logs on disk become runs.
+//!
+//! Each file is read, its format told from its content (or taken from `--format`), parsed by
+//! `baton-import` into transcripts, redacted, and handed to the store as one import: one
+//! transaction per file, so a file that fails stores nothing while the others go on. The store
+//! finds a source imported before by its source key and reports it (or, with `--reimport`,
+//! appends what it gained). A directory is walked recursively, in path order; in a walk, files
+//! that are not transcripts are skipped and counted, while a file named on the command line
+//! that is not one fails.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use baton_core::RunId;
+use baton_core::units::Problem;
+use baton_import::{Format, Transcript};
+use baton_store::{Imported, NewImport, Reimport};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::args::{ImportArgs, ImportFormat};
+use crate::commands::{Env, print_json};
+use crate::exit::InvalidInput;
+
+/// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
+const PROGRESS_FROM: usize = 5;
+
+/// One transcript's line in the report.
+#[derive(Serialize)]
+struct RunLine {
+    id: RunId,
+    source: String,
+    format: &'static str,
+    /// `created`, `up_to_date`, `grown` or `extended`.
+    status: &'static str,
+    source_session_id: Option<String>,
+    /// Messages in the transcript.
+    messages: usize,
+    /// Tool calls in the transcript.
+    tool_calls: usize,
+    /// Messages appended by this import (all of them for a new run).
+    appended: u64,
+    /// Tool calls in the messages appended.
+    appended_tool_calls: u64,
+    /// Messages the source gained that were not appended (without `--reimport`).
+    not_appended: u64,
+    compactions: usize,
+    redactions: usize,
+    problems: Vec<Problem>,
+}
+
+/// A file that failed or was passed over.
+#[derive(Serialize)]
+struct FileLine {
+    path: String,
+    #[serde(rename = "error")]
+    reason: String,
+}
+
+#[derive(Default, Serialize)]
+struct Totals {
+    files: usize,
+    created: usize,
+    up_to_date: usize,
+    grown: usize,
+    extended: usize,
+    messages: u64,
+    tool_calls: u64,
+    redactions: usize,
+    skipped: usize,
+    failed: usize,
+}
+
+/// A file to read, and whether the user named it (rather than a walk finding it).
+struct Source {
+    path: PathBuf,
+    named: bool,
+}
+
+/// Runs `baton import`.
+pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run_id = args
+        .run
+        .as_deref()
+        .map(RunId::new)
+        .transpose()
+        .map_err(|e| InvalidInput(format!("--run: {e}")))?;
+    let reimport = if args.reimport {
+        Reimport::AppendNew
+    } else {
+        Reimport::No
+    };
+    let mut failed = Vec::new();
+    let sources = collect(&args.paths, &mut failed);
+    if run_id.is_some() && (sources.len() != 1 || !failed.is_empty()) {
+        return Err(InvalidInput(format!(
+            "--run names one run: give exactly one transcript file ({} found)",
+            sources.len()
+        ))
+        .into());
+    }
+    let quiet = args.quiet || env.json;
+    let bar = progress_bar(sources.len(), quiet);
+    let mut runs = Vec::new();
+    let mut skipped = Vec::new();
+    let mut totals = Totals {
+        files: sources.len(),
+        ..Totals::default()
+    };
+    for source in &sources {
+        bar.set_message(file_name(&source.path));
+        let shown = source.path.display().to_string();
+        match read(source, args.format, run_id.as_ref()) {
+            Ok(Read::Skipped(reason)) => skipped.push(FileLine {
+                path: shown,
+                reason,
+            }),
+            Ok(Read::File(format, transcripts, imports, redactions)) => {
+                match env.store.import(&env.tenant, imports, reimport).await {
+                    Ok(outcomes) => {
+                        let lines: Vec<RunLine> = transcripts
+                            .iter()
+                            .zip(&outcomes)
+                            .zip(redactions)
+                            .map(|((t, o), r)| run_line(&shown, format, t, o, r))
+                            .collect();
+                        if !quiet {
+                            bar.suspend(|| print_file(out, &shown, format, &lines))?;
+                        }
+                        runs.extend(lines);
+                    }
+                    Err(err) => failed.push(FileLine {
+                        path: shown,
+                        reason: format!("{:#}", anyhow::Error::new(err)),
+                    }),
+                }
+            }
+            Err(reason) => failed.push(FileLine {
+                path: shown,
+                reason,
+            }),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    for line in &runs {
+        totals.messages += line.appended;
+        totals.redactions += line.redactions;
+        totals.tool_calls += line.appended_tool_calls;
+        match line.status {
+            "created" => totals.created += 1,
+            "up_to_date" => totals.up_to_date += 1,
+            "grown" => totals.grown += 1,
+            _ => totals.extended += 1,
+        }
+    }
+    totals.skipped = skipped.len();
+    totals.failed = failed.len();
+    if env.json {
+        print_json(
+            out,
+            &json!({ "runs": runs, "failed": failed, "skipped": skipped, "totals": totals }),
+        )?;
+    } else {
+        let mut err = std::io::stderr().lock();
+        for f in &failed {
+            writeln!(err, "baton: import: {}: {}", f.path, f.reason)?;
+        }
+        if !args.quiet {
+            print_totals(out, &totals)?;
+        }
+    }
+    if !failed.is_empty() {
+        return Err(anyhow!(
+            "import: {} file(s) failed, and nothing of them was stored",
+            failed.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The files the paths name: each file itself, each directory walked in path order.
+fn collect(paths: &[PathBuf], failed: &mut Vec<FileLine>) -> Vec<Source> {
+    let mut sources = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            if path.exists() {
+                sources.push(Source {
+                    path: path.clone(),
+                    named: true,
+                });
+            } else {
+                failed.push(FileLine {
+                    path: path.display().to_string(),
+                    reason: "no such file or directory".into(),
+                });
+            }
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
+            match entry {
+                Ok(entry) if entry.file_type().is_file() => sources.push(Source {
+                    path: entry.into_path(),
+                    named: false,
+                }),
+                Ok(_) => {}
+                Err(err) => failed.push(FileLine {
+                    path: err.path().unwrap_or(path).display().to_string(),
+                    reason: err.to_string(),
+                }),
+            }
+        }
+    }
+    sources
+}
+
+enum Read {
+    /// A walked file that is not a transcript.
+    Skipped(String),
+    /// A file's format, transcripts, the imports made of them, and each one's redactions.
+    File(Format, Vec<Transcript>, Vec<NewImport>, Vec<usize>),
+}
+
+/// Reads, detects, parses and redacts one file; the error is the reason it failed.
+fn read(source: &Source, format: ImportFormat, run: Option<&RunId>) -> Result<Read, String> {
+    let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
+    let format = match format_of(format) {
+        Some(format) => format,
+        None => match baton_import::detect(&bytes) {
+            Some(format) => format,
+            None if source.named => {
+                return Err(format!(
+                    "not a recognized transcript format (tried {}); name one with --format",
+                    Format::ALL.map(Format::name).join(", ")
+                ));
+            }
+            None => return Ok(Read::Skipped("not a recognized transcript format".into())),
+        },
+    };
+    let mut transcripts = baton_import::parse(format, &bytes).map_err(|e| e.to_string())?;
+    if run.is_some() && transcripts.len() != 1 {
+        return Err(format!(
+            "--run names one run, but the file holds {} transcripts",
+            transcripts.len()
+        ));
+    }
+    // The absolute path: the same file gives the same source key from any directory.
+    let path = std::fs::canonicalize(&source.path)
+        .unwrap_or_else(|_| source.path.clone())
+        .display()
+        .to_string();
+    let mut imports = Vec::with_capacity(transcripts.len());
+    let mut redactions = Vec::with_capacity(transcripts.len());
+    for t in &mut transcripts {
+        let (import, redacted) = t.to_import(&path, run.cloned());
+        imports.push(import);
+        redactions.push(redacted);
+    }
+    Ok(Read::File(format, transcripts, imports, redactions))
+}
+
+fn format_of(format: ImportFormat) -> Option<Format> {
+    match format {
+        ImportFormat::Auto => None,
+        ImportFormat::ClaudeCode => Some(Format::ClaudeCode),
+        ImportFormat::Codex => Some(Format::Codex),
+        ImportFormat::Openhands => Some(Format::OpenHands),
+        ImportFormat::SweAgent => Some(Format::SweAgent),
+        ImportFormat::Openai => Some(Format::OpenAi),
+        ImportFormat::Anthropic => Some(Format::Anthropic),
+        ImportFormat::Aider => Some(Format::Aider),
+    }
+}
+
+fn run_line(
+    source: &str,
+    format: Format,
+    t: &Transcript,
+    outcome: &Imported,
+    redactions: usize,
+) -> RunLine {
+    let (status, appended, not_appended) = match outcome {
+        Imported::Created(_) => ("created", t.messages.len() as u64, 0),
+        Imported::UpToDate(_) => ("up_to_date", 0, 0),
+        Imported::Grown { new, .. } => ("grown", 0, *new),
+        Imported::Extended { appended, .. } => ("extended", *appended, 0),
+    };
+    let first_appended = t.messages.len().saturating_sub(appended as usize);
+    let appended_tool_calls = t.messages[first_appended..]
+        .iter()
+        .map(|m| m.message.tool_use_ids().count() as u64)
+        .sum();
+    RunLine {
+        id: outcome.run().id.clone(),
+        source: source.to_owned(),
+        format: format.name(),
+        status,
+        source_session_id: t.source_session_id.clone(),
+        messages: t.messages.len(),
+        tool_calls: t.tool_calls(),
+        appended,
+        appended_tool_calls,
+        not_appended,
+        compactions: t.compactions.len(),
+        redactions,
+        problems: t.problems(),
+    }
+}
+
+/// One line per file, then what needs a word: sources imported before, sources whose tool
+/// pairing is off. A file of many transcripts (aider's history) is summed up, not listed.
+fn print_file(
+    out: &mut dyn Write,
+    path: &str,
+    format: Format,
+    lines: &[RunLine],
+) -> std::io::Result<()> {
+    let created: Vec<&RunLine> = lines.iter().filter(|l| l.status == "created").collect();
+    if let [only] = created.as_slice() {
+        writeln!(
+            out,
+            "{path} ({}): run {}, {}, {}",
+            format.name(),
+            only.id,
+            plural(only.messages, "message"),
+            plural(only.tool_calls, "tool call")
+        )?;
+    } else if !created.is_empty() {
+        let messages: usize = created.iter().map(|l| l.messages).sum();
+        let calls: usize = created.iter().map(|l| l.tool_calls).sum();
+        writeln!(
+            out,
+            "{path} ({}): {}, {}, {}",
+            format.name(),
+            plural(created.len(), "run"),
+            plural(messages, "message"),
+            plural(calls, "tool call")
+        )?;
+    }
+    let many = lines.len() > 3;
+    if many {
+        let found = lines
+            .iter()
+            .filter(|l| matches!(l.status, "up_to_date" | "grown"))
+            .count();
+        if found > 0 {
+            writeln!(
+                out,
+                "{path}: {} already imported",
+                plural(found, "transcript")
+            )?;
+        }
+    }
+    for l in lines {
+        match l.status {
+            "up_to_date" if !many => writeln!(out, "{path}: already imported as run {}", l.id)?,
+            "grown" => writeln!(
+                out,
+                "{path}: already imported as run {}; the source has {} (--reimport appends them)",
+                l.id,
+                plural(l.not_appended as usize, "new message")
+            )?,
+            "extended" => writeln!(
+                out,
+                "{path}: run {} extended by {}",
+                l.id,
+                plural(l.appended as usize, "message")
+            )?,
+            _ => {}
+        }
+    }
+    let noted: Vec<&RunLine> = lines
+        .iter()
+        .filter(|l| !l.problems.is_empty() && l.status != "up_to_date")
+        .collect();
+    if noted.len() > 3 {
+        writeln!(
+            out,
+            "{path}: note: {} have tool-pairing problems in the source itself; kept as the source has them (`baton history RUN --check`)",
+            plural(noted.len(), "run")
+        )?;
+        return Ok(());
+    }
+    for l in noted {
+        writeln!(
+            out,
+            "{path}: note: run {}: {}; kept as the source has it (`baton history {} --check`)",
+            l.id,
+            describe(&l.problems, l.messages),
+            l.id
+        )?;
+    }
+    Ok(())
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// What is wrong with a transcript's tool pairing, in words. A call left open by the last
+/// message is how a source that stopped while a tool ran ends, and is said so.
+fn describe(problems: &[Problem], messages: usize) -> String {
+    let last = baton_core::Seq(messages as u64);
+    let (mut orphans, mut open_at_end, mut dangling, mut reused) = (0, 0, 0, 0);
+    for p in problems {
+        match p {
+            Problem::OrphanResult { .. } => orphans += 1,
+            Problem::DanglingUse { seq, .. } if *seq == last => open_at_end += 1,
+            Problem::DanglingUse { .. } => dangling += 1,
+            Problem::DuplicateUse { .. } => reused += 1,
+        }
+    }
+    let mut parts = Vec::new();
+    if open_at_end > 0 {
+        parts.push(format!(
+            "ends with {} (the source stopped before its result)",
+            plural(open_at_end, "open tool call")
+        ));
+    }
+    for (n, what) in [
+        (dangling, "tool call without a result"),
+        (orphans, "tool result without its call"),
+        (reused, "reused call id"),
+    ] {
+        if n > 0 {
+            parts.push(plural(n, what));
+        }
+    }
+    parts.join(", ")
+}
+
+fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
+    let mut parts = vec![format!(
+        "imported {} ({}, {}) from {}",
+        plural(t.created, "run"),
+        plural(t.messages as usize, "message"),
+        plural(t.tool_calls as usize, "tool call"),
+        plural(t.files, "file")
+    )];
+    if t.extended > 0 {
+        parts.push(format!("{} extended", t.extended));
+    }
+    if t.up_to_date + t.grown > 0 {
+        parts.push(format!("{} already imported", t.up_to_date + t.grown));
+    }
+    if t.skipped > 0 {
+        parts.push(format!("{} skipped (not transcripts)", t.skipped));
+    }
+    if t.failed > 0 {
+        parts.push(format!("{} failed", t.failed));
+    }
+    parts.push(format!("{} redacted", plural(t.redactions, "secret")));
+    writeln!(out, "{}", parts.join("; "))
+}
+
+fn progress_bar(files: usize, quiet: bool) -> ProgressBar {
+    let shown = files > PROGRESS_FROM
+        && !quiet
+        && std::io::stdout().is_terminal()
+        && std::io::stderr().is_terminal();
+    if !shown {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(files as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} files  {elapsed}  {wide_msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,410 @@
+//! Imported runs: where a run came from, how it is found again, and how a source that grew is
+//! extended without duplicating what was imported before.
+//!
+//! An import names its source by a *source key* (the caller chooses it: a session id where the
+//! source format has a globally unique one, else the file's path and the transcript's place in
+//! it). A tenant has at most one run per source key, so importing the same source twice finds
+//! the run instead of making a second one.
+//!
+//! Growth is checked without reading history back: the store keeps, beside each imported run,
+//! how many source messages it holds and a rolling SHA-256 *digest* of them
+//! (`d₀ = SHA-256("")`, `dᵢ = SHA-256(dᵢ₋₁ ‖ JSON(messageᵢ))`). A new import of the same source
+//! carries the digest after each of its messages ([`NewImport::new`] computes them), so the
+//! store can tell in one comparison whether the source still starts with what it imported, and
+//! appends only the messages after that prefix.
+//!
+//! Everything a backend decides is in [`decide`], written once, so both backends answer alike.
+
+use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
+use baton_core::{Message, Run, RunId, Seq, Timestamp};
+use sha2::{Digest as _, Sha256};
+
+use crate::NewEntry;
+
+/// Where a transcript came from, as the importer read it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin {
+    /// The source's identity: unique per tenant, the same every time the source is imported.
+    pub source_key: String,
+    /// The file it was read from.
+    pub path: String,
+    /// The reader that read it (`claude-code`, `codex`, …).
+    pub format: String,
+    /// The source's own session id, when it has one.
+    pub source_session_id: Option<String>,
+    /// The source key of the transcript this one is a subagent of, when it is one. The run is
+    /// linked to its parent's run when that is imported, before or after this one.
+    pub parent_key: Option<String>,
+    /// The models that wrote it, in order of first appearance.
+    pub models: Vec<String>,
+    /// The source's timestamp of its first message, as the source wrote it.
+    pub first_at: Option<String>,
+    /// The source's timestamp of its last message, as the source wrote it.
+    pub last_at: Option<String>,
+    /// How many secrets were redacted from its messages before they were stored.
+    pub redactions: u64,
+    /// Lines or events of the source that are not messages, passed over.
+    pub skipped_lines: u64,
+    /// Side branches of a threaded session that are not on its main branch.
+    pub side_branches: u64,
+    /// Messages on those side branches.
+    pub side_branch_messages: u64,
+}
+
+/// A compaction the source agent performed, recorded as an event beside the history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceCompaction {
+    /// How many of the transcript's messages came before it: it sits after seq `after`.
+    pub after: u64,
+    /// The summary text the agent wrote, when the source has it.
+    pub summary: Option<String>,
+    /// When it happened, as the source wrote it.
+    pub at: Option<String>,
+}
+
+/// A rolling digest over a transcript's messages (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// The digest of no messages: SHA-256 of the empty string.
+    pub fn empty() -> Self {
+        Digest(Sha256::digest([]).into())
+    }
+
+    /// The digest after one more message.
+    pub fn then(self, message: &Message) -> Self {
+        let mut h = Sha256::new();
+        h.update(self.0);
+        // A message always serializes (its JSON is what history stores).
+        h.update(serde_json::to_vec(message).unwrap_or_default());
+        Digest(h.finalize().into())
+    }
+
+    /// Lowercase hex, as stored.
+    pub fn to_hex(self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// One transcript to import as a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewImport {
+    /// The new run's id; the store generates one when `None`. Ignored when the source was
+    /// imported before (its run is found by [`Origin::source_key`]).
+    pub id: Option<RunId>,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Its messages, in order, already redacted.
+    entries: Vec<NewEntry>,
+    /// `digests[i]` is the digest after `entries[..=i]`.
+    digests: Vec<Digest>,
+    /// The compactions the source agent performed, in order.
+    pub compactions: Vec<SourceCompaction>,
+}
+
+impl NewImport {
+    /// An import of `entries`, computing their rolling digests.
+    pub fn new(
+        id: Option<RunId>,
+        origin: Origin,
+        entries: Vec<NewEntry>,
+        compactions: Vec<SourceCompaction>,
+    ) -> Self {
+        let mut digest = Digest::empty();
+        let digests = entries
+            .iter()
+            .map(|e| {
+                digest = digest.then(&e.message);
+                digest
+            })
+            .collect();
+        NewImport {
+            id,
+            origin,
+            entries,
+            digests,
+            compactions,
+        }
+    }
+
+    /// The messages to import.
+    pub fn entries(&self) -> &[NewEntry] {
+        &self.entries
+    }
+
+    /// The digest after the first `n` messages (`None` past the end).
+    pub fn digest_after(&self, n: u64) -> Option<Digest> {
+        match n {
+            0 => Some(Digest::empty()),
+            n => usize::try_from(n - 1)
+                .ok()
+                .and_then(|i| self.digests.get(i).copied()),
+        }
+    }
+
+    /// The digest after every message.
+    pub fn digest(&self) -> Digest {
+        self.digests.last().copied().unwrap_or_else(Digest::empty)
+    }
+}
+
+/// Whether an import of a source that is already stored appends what is new.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reimport {
+    /// Report the run; append nothing.
+    #[default]
+    No,
+    /// Append the messages the source gained since it was imported.
+    AppendNew,
+}
+
+/// What an import did with one transcript.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Imported {
+    /// A new run holds the transcript.
+    Created(Run),
+    /// The source was imported before, and holds nothing new.
+    UpToDate(Run),
+    /// The source was imported before and has grown by `new` messages since; nothing was
+    /// appended (the import did not ask to).
+    Grown {
+        /// The run that holds the earlier import.
+        run: Run,
+        /// Messages the source has beyond what the run holds.
+        new: u64,
+    },
+    /// The source was imported before; the messages it gained since were appended.
+    Extended {
+        /// The run, after the append.
+        run: Run,
+        /// The first seq appended.
+        from: Seq,
+        /// How many messages were appended.
+        appended: u64,
+    },
+}
+
+impl Imported {
+    /// The run the transcript is in.
+    pub fn run(&self) -> &Run {
+        match self {
+            Imported::Created(run)
+            | Imported::UpToDate(run)
+            | Imported::Grown { run, .. }
+            | Imported::Extended { run, .. } => run,
+        }
+    }
+}
+
+/// Why an import of a file wrote nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportRejection {
+    /// The source no longer starts with the messages imported from it before: it was edited or
+    /// replaced, so appending to it would mix two histories.
+    #[error(
+        "transcript {index}: the source no longer starts with the {stored} messages imported from it as run \"{run}\" (edited or replaced since); nothing was appended"
+    )]
+    Diverged {
+        /// The transcript's place in the file.
+        index: usize,
+        /// The run holding the earlier import.
+        run: RunId,
+        /// Source messages the run holds.
+        stored: u64,
+    },
+    /// Messages were appended to the imported run by other means, so the source's new
+    /// messages would no longer follow its old ones.
+    #[error(
+        "transcript {index}: run \"{run}\" holds {last_seq} messages but only {stored} came from the source; new source messages would not follow their predecessors, so nothing was appended"
+    )]
+    RunMovedOn {
+        /// The transcript's place in the file.
+        index: usize,
+        /// The run.
+        run: RunId,
+        /// The run's last seq.
+        last_seq: u64,
+        /// Source messages the run holds.
+        stored: u64,
+    },
+}
+
+/// What the store keeps of an imported source, as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOrigin {
+    /// The source's identity.
+    pub source_key: String,
+    /// The file it was read from.
+    pub path: String,
+    /// The reader that read it.
+    pub format: String,
+    /// The source's own session id.
+    pub source_session_id: Option<String>,
+    /// The run of the transcript this one is a subagent of, when that is imported.
+    pub parent_run: Option<RunId>,
+    /// The models that wrote it.
+    pub models: Vec<String>,
+    /// The source's timestamp of its first message, as written.
+    pub first_at: Option<String>,
+    /// The source's timestamp of its last message, as written.
+    pub last_at: Option<String>,
+    /// Secrets redacted from it.
+    pub redactions: u64,
+    /// Source lines or events that are not messages.
+    pub skipped_lines: u64,
+    /// Side branches not imported.
+    pub side_branches: u64,
+    /// Messages on those side branches.
+    pub side_branch_messages: u64,
+    /// Source messages the run holds.
+    pub source_messages: u64,
+    /// When it was first imported.
+    pub imported_at: Timestamp,
+    /// When it was last imported or extended.
+    pub updated_at: Timestamp,
+}
+
+/// A compaction event as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionEvent {
+    /// The last seq before it.
+    pub after: Seq,
+    /// The summary text the source agent wrote.
+    pub summary: Option<String>,
+    /// When, as the source wrote it.
+    pub at: Option<String>,
+}
+
+/// What `runs show` reports: a run, where it came from, and what its history holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The run.
+    pub run: Run,
+    /// Where it came from, for an imported run.
+    pub origin: Option<RunOrigin>,
+    /// The compactions its source agent performed.
+    pub compactions: Vec<CompactionEvent>,
+    /// Counts over its history.
+    pub counts: RunCounts,
+}
+
+/// Counts over a run's history, computed by the store in one read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Messages.
+    pub messages: u64,
+    /// Tool calls (tool_use blocks).
+    pub tool_calls: u64,
+    /// Tool results whose call is not in the run.
+    pub orphan_tool_results: u64,
+    /// Tool calls without a result.
+    pub dangling_tool_calls: u64,
+    /// The history's size: the bytes of its stored messages (baton's JSON form).
+    pub bytes: u64,
+    /// The sum of its messages' stored token counts.
+    pub tokens: u64,
+    /// When baton stored its first message.
+    pub first_appended_at: Option<Timestamp>,
+    /// When baton stored its last message.
+    pub last_appended_at: Option<Timestamp>,
+}
+
+impl RunCounts {
+    /// Counts the tool calls, orphan results and dangling calls of a run's protocol events
+    /// (its rows that open or answer tool calls, in seq order; rows without any add nothing).
+    pub fn count_tools(&mut self, window: &[ProtocolEvents]) {
+        self.tool_calls = window.iter().map(|e| e.uses.len() as u64).sum();
+        let map = ProtocolMap::analyze(Seq::ZERO, window);
+        for problem in map.problems() {
+            match problem {
+                Problem::OrphanResult { .. } => self.orphan_tool_results += 1,
+                Problem::DanglingUse { .. } => self.dangling_tool_calls += 1,
+                Problem::DuplicateUse { .. } => {}
+            }
+        }
+    }
+}
+
+/// What a backend found for an import's source key, read inside the import transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Source messages the run holds.
+    pub source_messages: u64,
+    /// Their digest.
+    pub digest: Digest,
+    /// The run's last seq.
+    pub last_seq: Seq,
+    /// Compaction events stored for the run.
+    pub compactions: u64,
+}
+
+/// What a backend does with a transcript whose source key it already holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing is new.
+    UpToDate,
+    /// The source grew by `new` messages, and the import did not ask to append them.
+    Grown {
+        /// Messages beyond the stored ones.
+        new: u64,
+    },
+    /// Append `entries()[from..]` and `compactions[compactions_from..]`.
+    Append {
+        /// The first transcript message to append (0-based).
+        from: usize,
+        /// The first compaction event to record.
+        compactions_from: usize,
+    },
+}
+
+/// Decides what to do with `import` (transcript `index` of its file) when its source key names
+/// a run already: the rules both backends follow.
+pub fn decide(
+    import: &NewImport,
+    index: usize,
+    run: &RunId,
+    stored: Stored,
+    reimport: Reimport,
+) -> Result<Decision, ImportRejection> {
+    let total = import.entries.len() as u64;
+    if import.digest_after(stored.source_messages) != Some(stored.digest) {
+        return Err(ImportRejection::Diverged {
+            index,
+            run: run.clone(),
+            stored: stored.source_messages,
+        });
+    }
+    let new = total - stored.source_messages;
+    if new == 0 {
+        return Ok(Decision::UpToDate);
+    }
+    if reimport == Reimport::No {
+        return Ok(Decision::Grown { new });
+    }
+    if stored.last_seq.0 != stored.source_messages {
+        return Err(ImportRejection::RunMovedOn {
+            index,
+            run: run.clone(),
+            last_seq: stored.last_seq.0,
+            stored: stored.source_messages,
+        });
+    }
+    Ok(Decision::Append {
+        from: usize::try_from(stored.source_messages).unwrap_or(usize::MAX),
+        compactions_from: usize::try_from(stored.compactions)
+            .unwrap_or(usize::MAX)
+            .min(import.compactions.len()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! The import rules of [`super`]: rolling digests and what a reimport decides.
+
+use baton_core::{Message, Role, RunId, Seq};
+
+use super::*;
+
+fn import_of(texts: &[&str]) -> NewImport {
+    let entries = texts
+        .iter()
+        .map(|t| NewEntry::estimated(Message::text(Role::User, *t)))
+        .collect();
+    let compactions = vec![SourceCompaction {
+        after: 1,
+        summary: Some("so far".into()),
+        at: None,
+    }];
+    NewImport::new(None, Origin::default(), entries, compactions)
+}
+
+fn stored(import: &NewImport, n: u64, last_seq: u64) -> Stored {
+    Stored {
+        source_messages: n,
+        digest: import.digest_after(n).unwrap(),
+        last_seq: Seq(last_seq),
+        compactions: 0,
+    }
+}
+
+fn run() -> RunId {
+    RunId::new("r").unwrap()
+}
+
+#[test]
+fn digests_roll_over_messages_and_depend_on_order() {
+    let ab = import_of(&["a", "b"]);
+    let ba = import_of(&["b", "a"]);
+    assert_eq!(ab.digest_after(0), Some(Digest::empty()));
+    assert_eq!(
+        Digest::empty().to_hex(),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    assert_ne!(ab.digest(), ba.digest());
+    assert_eq!(ab.digest_after(2), Some(ab.digest()));
+    assert_eq!(ab.digest_after(3), None);
+    // The digest of a prefix is the digest of the shorter transcript.
+    assert_eq!(import_of(&["a"]).digest(), ab.digest_after(1).unwrap());
+}
+
+#[test]
+fn a_source_imported_whole_is_up_to_date() {
+    let i = import_of(&["a", "b"]);
+    let d = decide(&i, 0, &run(), stored(&i, 2, 2), Reimport::AppendNew);
+    assert_eq!(d, Ok(Decision::UpToDate));
+}
+
+#[test]
+fn a_grown_source_is_reported_or_appended() {
+    let old = import_of(&["a", "b"]);
+    let new = import_of(&["a", "b", "c", "d"]);
+    let s = stored(&old, 2, 2);
+    assert_eq!(
+        decide(&new, 0, &run(), s, Reimport::No),
+        Ok(Decision::Grown { new: 2 })
+    );
+    assert_eq!(
+        decide(&new, 0, &run(), s, Reimport::AppendNew),
+        Ok(Decision::Append {
+            from: 2,
+            compactions_from: 0
+        })
+    );
+    let s = Stored {
+        compactions: 1,
+        ..s
+    };
+    assert_eq!(
+        decide(&new, 0, &run(), s, Reimport::AppendNew),
+        Ok(Decision::Append {
+            from: 2,
+            compactions_from: 1
+        })
+    );
+}
+
+#[test]
+fn an_edited_or_shorter_source_is_rejected() {
+    let old = import_of(&["a", "b"]);
+    let edited = import_of(&["a", "B", "c"]);
+    let shorter = import_of(&["a"]);
+    for import in [&edited, &shorter] {
+        assert_eq!(
+            decide(import, 3, &run(), stored(&old, 2, 2), Reimport::AppendNew),
+            Err(ImportRejection::Diverged {
+                index: 3,
+                run: run(),
+                stored: 2
+            })
+        );
+    }
+}
+
+#[test]
+fn a_run_appended_to_since_is_not_extended() {
+    let old = import_of(&["a", "b"]);
+    let new = import_of(&["a", "b", "c"]);
+    let err = decide(&new, 0, &run(), stored(&old, 2, 5), Reimport::AppendNew).unwrap_err();
+    assert!(matches!(
+        err,
+        ImportRejection::RunMovedOn {
+            last_seq: 5,
+            stored: 2,
+            ..
+        }
+    ));
+    // Without a reimport it is only reported.
+    assert_eq!(
+        decide(&new, 0, &run(), stored(&old, 2, 5), Reimport::No),
+        Ok(Decision::Grown { new: 1 })
+    );
+}
