@@ -573,6 +573,11 @@ async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyhow::R
                     baton_core::units::Problem::DanglingUse { seq, tool_use_id } => {
                         format!("seq {seq}: tool_use {tool_use_id} has no tool_result")
                     }
+                    baton_core::units::Problem::ResultBeforeUse { seq, tool_use_id } => {
+                        format!(
+                            "seq {seq}: tool_result for {tool_use_id} comes before its tool_use"
+                        )
+                    }
                     baton_core::units::Problem::DuplicateUse { seq, tool_use_id } => {
                         format!("seq {seq}: tool_use id {tool_use_id} was already used")
                     }

@@ -408,12 +408,13 @@ fn plural(n: usize, what: &str) -> String {
 /// message is how a source that stopped while a tool ran ends, and is said so.
 fn describe(problems: &[Problem], messages: usize) -> String {
     let last = baton_core::Seq(messages as u64);
-    let (mut orphans, mut open_at_end, mut dangling, mut reused) = (0, 0, 0, 0);
+    let (mut orphans, mut open_at_end, mut dangling, mut early, mut reused) = (0, 0, 0, 0, 0);
     for p in problems {
         match p {
             Problem::OrphanResult { .. } => orphans += 1,
             Problem::DanglingUse { seq, .. } if *seq == last => open_at_end += 1,
             Problem::DanglingUse { .. } => dangling += 1,
+            Problem::ResultBeforeUse { .. } => early += 1,
             Problem::DuplicateUse { .. } => reused += 1,
         }
     }
@@ -427,6 +428,7 @@ fn describe(problems: &[Problem], messages: usize) -> String {
     for (n, what) in [
         (dangling, "tool call without a result"),
         (orphans, "tool result without its call"),
+        (early, "tool result before its call"),
         (reused, "reused call id"),
     ] {
         if n > 0 {

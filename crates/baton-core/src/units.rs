@@ -108,6 +108,14 @@ pub enum Problem {
         /// Its id.
         tool_use_id: String,
     },
+    /// A tool result that comes before the call it answers (every provider rejects a
+    /// conversation where a `tool_result` precedes its `tool_use`).
+    ResultBeforeUse {
+        /// Where the early result is.
+        seq: Seq,
+        /// The call id it names.
+        tool_use_id: String,
+    },
     /// A tool call id issued by more than one call.
     DuplicateUse {
         /// The later call.
@@ -186,6 +194,12 @@ impl ProtocolMap {
                 span.last_result,
             ) {
                 (Some(u0), Some(u1), Some(r0), Some(r1)) => {
+                    if r0 < u0 {
+                        problems.push(Problem::ResultBeforeUse {
+                            seq: window[r0].seq,
+                            tool_use_id: (*id).to_owned(),
+                        });
+                    }
                     // Every occurrence of the id must sit on one side: boundaries strictly inside
                     // the span of all its occurrences are unsafe.
                     let lo = u0.min(r0);
@@ -218,6 +232,7 @@ impl ProtocolMap {
         problems.sort_by_key(|p| match p {
             Problem::OrphanResult { seq, .. }
             | Problem::DanglingUse { seq, .. }
+            | Problem::ResultBeforeUse { seq, .. }
             | Problem::DuplicateUse { seq, .. } => *seq,
         });
 
@@ -285,7 +300,8 @@ impl ProtocolMap {
         units
     }
 
-    /// Orphan results, dangling calls and reused ids found in the window, by seq.
+    /// Orphan results, dangling calls, results before their call and reused ids found in the
+    /// window, by seq.
     pub fn problems(&self) -> &[Problem] {
         &self.problems
     }

@@ -328,7 +328,7 @@ impl RunCounts {
             match problem {
                 Problem::OrphanResult { .. } => self.orphan_tool_results += 1,
                 Problem::DanglingUse { .. } => self.dangling_tool_calls += 1,
-                Problem::DuplicateUse { .. } => {}
+                Problem::ResultBeforeUse { .. } | Problem::DuplicateUse { .. } => {}
             }
         }
     }

@@ -572,7 +572,10 @@ fn flags_and_output_modes() {
             "up_to_date"
         ]
     );
-    assert_eq!(runs(&report)[0]["source"], other.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(
+        runs(&report)[0]["source"],
+        other.canonicalize().unwrap().to_str().unwrap()
+    );
     // --quiet prints nothing on success.
     let quiet = sb.run(&["import", "--quiet", file.to_str().unwrap()]).ok();
     assert_eq!((quiet.stdout.as_str(), quiet.stderr.as_str()), ("", ""));

@@ -235,7 +235,8 @@ fn oracle_safe(window: &[ProtocolEvents], cut: Seq) -> bool {
 }
 
 /// The problems a window has, found directly: a result per message naming an id never called, the
-/// last call of an id never answered, and every call of an id after its first.
+/// last call of an id never answered, the first result of an id that comes before any call of it,
+/// and every call of an id after its first.
 fn oracle_problems(window: &[ProtocolEvents]) -> Vec<(Seq, &'static str, String)> {
     let used = |id: &String| window.iter().any(|e| e.uses.contains(id));
     let answered = |id: &String| window.iter().any(|e| e.results.contains(id));
@@ -252,6 +253,15 @@ fn oracle_problems(window: &[ProtocolEvents]) -> Vec<(Seq, &'static str, String)
             }
         }
     }
+    for id in &seen {
+        let first_use = window.iter().position(|e| e.uses.contains(id));
+        let first_result = window.iter().position(|e| e.results.contains(id));
+        if let (Some(u), Some(r)) = (first_use, first_result)
+            && r < u
+        {
+            problems.push((window[r].seq, "result_before_use", (*id).clone()));
+        }
+    }
     for id in seen.into_iter().filter(|id| !answered(id)) {
         let last = window.iter().rev().find(|e| e.uses.contains(id)).unwrap();
         problems.push((last.seq, "dangling_use", id.clone()));
@@ -264,6 +274,9 @@ fn problem_key(p: &Problem) -> (Seq, &'static str, String) {
     match p {
         Problem::OrphanResult { seq, tool_use_id } => (*seq, "orphan_result", tool_use_id.clone()),
         Problem::DanglingUse { seq, tool_use_id } => (*seq, "dangling_use", tool_use_id.clone()),
+        Problem::ResultBeforeUse { seq, tool_use_id } => {
+            (*seq, "result_before_use", tool_use_id.clone())
+        }
         Problem::DuplicateUse { seq, tool_use_id } => (*seq, "duplicate_use", tool_use_id.clone()),
     }
 }
@@ -745,6 +758,16 @@ fn result_before_its_call() {
 3 user "hm"
 "#,
         &[0, 2, 3],
+    );
+    // …and it is a problem: no provider accepts a result before its call.
+    check_problems(
+        r#"
+1 user tool_result(a)
+2 assistant tool_use(a)
+3 user tool_result(a)
+4 user "hm"
+"#,
+        "1 result_before_use a",
     );
 }
 
