@@ -10,7 +10,10 @@
 //!   Version 2 adds recall search: a contentless FTS5 table of the words
 //!   `baton_store::search_rows` makes, and `search_progress`, how far each run is indexed.
 //!   Indexing is lazy: `append` writes history only, and `search` first indexes the run's
-//!   messages past its mark, in one `BEGIN IMMEDIATE` transaction on the writer connection.
+//!   messages past its mark, 1,000 per `BEGIN IMMEDIATE` transaction on the writer
+//!   connection, so a first search of a long run never holds SQLite's one write lock for long.
+//!   Version 3 adds imported runs: `run_origins` (where each came from, found again by its
+//!   source key) and `source_compactions` (the compactions its source agent performed).
 //!
 //! rusqlite is synchronous; every call runs under `block_in_place` on a multi-thread runtime
 //! (or on the blocking pool otherwise), so the async API never stalls other tasks.
@@ -412,7 +415,7 @@ fn insert_entries(
     Ok(seqs)
 }
 
-/// Messages read and indexed per batch while a search brings a run's index up to date.
+/// Messages indexed per write transaction while a search brings a run's index up to date.
 const INDEX_BATCH: i64 = 1000;
 
 /// How far the run's history is indexed for search: every message with a seq up to this has
@@ -427,16 +430,16 @@ fn indexed_through(conn: &Connection, run_pk: i64) -> Result<i64, Error> {
         .unwrap_or(0))
 }
 
-/// Brings the run's search index up to `last_seq`: reads the history rows after its mark, a
-/// batch at a time in seq order, writes their search rows (made by
+/// Indexes the next batch of the run's history for search: reads up to [`INDEX_BATCH`] rows
+/// after its mark (and at most up to `upto`), in seq order, writes their search rows (made by
 /// [`baton_store::search_rows`]) and advances the mark. Called inside a `BEGIN IMMEDIATE`
-/// transaction, so no other writer indexes the same rows; returns the messages indexed.
-fn index_history(conn: &Connection, run_pk: i64, last_seq: i64) -> Result<u64, Error> {
-    let mut after = indexed_through(conn, run_pk)?;
-    if after >= last_seq {
-        return Ok(0);
+/// transaction, so no other writer indexes the same rows; returns the messages indexed and
+/// whether the index now reaches `upto`.
+fn index_batch(conn: &Connection, run_pk: i64, upto: i64) -> Result<(u64, bool), Error> {
+    let after = indexed_through(conn, run_pk)?;
+    if after >= upto {
+        return Ok((0, true));
     }
-    let mut indexed = 0u64;
     let mut read = conn
         .prepare_cached(
             "SELECT seq, message FROM history WHERE run_pk = ?1 AND seq > ?2 AND seq <= ?3
@@ -451,44 +454,38 @@ fn index_history(conn: &Connection, run_pk: i64, last_seq: i64) -> Result<u64, E
     let mut words = conn
         .prepare_cached("INSERT INTO history_search_words (rowid, body) VALUES (?1, ?2)")
         .map_err(sql)?;
-    while after < last_seq {
-        let batch: Vec<(i64, String)> = read
-            .query_map(params![run_pk, after, last_seq, INDEX_BATCH], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(sql)?
-            .collect::<Result<_, _>>()
-            .map_err(sql)?;
-        let Some(&(last, _)) = batch.last() else {
-            return Err(Error::Corrupt {
-                what: format!(
-                    "history of run {run_pk} has no rows after seq {after} up to its last seq {last_seq}"
-                ),
-            });
-        };
-        for (seq, text) in &batch {
-            let message: Message = serde_json::from_str(text).map_err(|e| Error::Corrupt {
-                what: format!("message at seq {seq}: {e}"),
-            })?;
-            for row in baton_store::search_rows(&message) {
-                key.execute(params![run_pk, seq, row.kind.as_str(), row.part])
-                    .map_err(sql)?;
-                words
-                    .execute(params![conn.last_insert_rowid(), row.body])
-                    .map_err(sql)?;
-            }
+    let batch: Vec<(i64, String)> = read
+        .query_map(params![run_pk, after, upto, INDEX_BATCH], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(sql)?
+        .collect::<Result<_, _>>()
+        .map_err(sql)?;
+    let Some(&(last, _)) = batch.last() else {
+        return Err(Error::Corrupt {
+            what: format!("history of run {run_pk} has no rows after seq {after} up to seq {upto}"),
+        });
+    };
+    for (seq, text) in &batch {
+        let message: Message = serde_json::from_str(text).map_err(|e| Error::Corrupt {
+            what: format!("message at seq {seq}: {e}"),
+        })?;
+        for row in baton_store::search_rows(&message) {
+            key.execute(params![run_pk, seq, row.kind.as_str(), row.part])
+                .map_err(sql)?;
+            words
+                .execute(params![conn.last_insert_rowid(), row.body])
+                .map_err(sql)?;
         }
-        indexed += batch.len() as u64;
-        after = last;
     }
     conn.prepare_cached(
         "INSERT INTO search_progress (run_pk, indexed_through) VALUES (?1, ?2)
          ON CONFLICT (run_pk) DO UPDATE SET indexed_through = excluded.indexed_through",
     )
     .map_err(sql)?
-    .execute(params![run_pk, after])
+    .execute(params![run_pk, last])
     .map_err(sql)?;
-    Ok(indexed)
+    Ok((batch.len() as u64, last >= upto))
 }
 
 /// The entries of the run whose search rows match `phrase` (normalized words), in seq order.
@@ -869,35 +866,54 @@ impl Store for SqliteStore {
         let phrase = baton_store::search_phrase(query)?;
         let (tenant, run, query) = (tenant.clone(), run.clone(), query.clone());
         // The common case: the index is up to date, and the search is one read.
-        let found = {
+        let upto = {
             let (tenant, run, phrase, query) =
                 (tenant.clone(), run.clone(), phrase.clone(), query.clone());
             self.read(move |conn| {
                 let tx = conn.transaction().map_err(sql)?;
                 let row = find_run(&tx, &tenant, &run)?;
-                if indexed_through(&tx, row.pk)? < to_i64(row.last_seq.0)? {
-                    return Ok(None);
+                let last = to_i64(row.last_seq.0)?;
+                if indexed_through(&tx, row.pk)? < last {
+                    return Ok(Err(last));
                 }
-                search_entries(&tx, row.pk, &phrase, &query).map(Some)
+                search_entries(&tx, row.pk, &phrase, &query).map(Ok)
             })
             .await?
         };
-        if let Some(entries) = found {
-            return Ok(entries);
-        }
-        // History the index has not seen: index it, then search, in one write transaction.
-        self.write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql)?;
-            let row = find_run(&tx, &tenant, &run)?;
-            let indexed = index_history(&tx, row.pk, to_i64(row.last_seq.0)?)?;
-            let entries = search_entries(&tx, row.pk, &phrase, &query)?;
-            tx.commit().map_err(sql)?;
-            if indexed > 0 {
-                tracing::debug!(run = %run, messages = indexed, "indexed history for search");
+        let upto = match upto {
+            Ok(entries) => return Ok(entries),
+            Err(upto) => upto,
+        };
+        // History the index has not seen, through the last seq at the call: index it one batch
+        // per write transaction, so appenders and installs (in this process or another) get
+        // the write lock between batches instead of waiting for the whole run; concurrent
+        // searchers take batches in turn and never index a message twice.
+        let mut indexed = 0;
+        loop {
+            let (tenant, run) = (tenant.clone(), run.clone());
+            let (n, caught_up) = self
+                .write(move |conn| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(sql)?;
+                    let row = find_run(&tx, &tenant, &run)?;
+                    let done = index_batch(&tx, row.pk, upto)?;
+                    tx.commit().map_err(sql)?;
+                    Ok(done)
+                })
+                .await?;
+            indexed += n;
+            if caught_up {
+                break;
             }
-            Ok(entries)
+        }
+        if indexed > 0 {
+            tracing::debug!(run = %run, messages = indexed, "indexed history for search");
+        }
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            search_entries(&tx, row.pk, &phrase, &query)
         })
         .await
     }

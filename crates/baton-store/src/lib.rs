@@ -65,8 +65,8 @@ pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows,
 /// - `context` reads the run, the active summary and the tail after its coverage by index:
 ///   its cost grows with the tail, not with the history.
 /// - Search indexing is lazy: `append` writes history only, and `search` first brings the run's
-///   index up to date (the [`search_rows`] of every message past the run's indexed mark, in
-///   one write transaction), so `search` finds every message committed before it was called.
+///   index up to date (the [`search_rows`] of every message past the run's indexed mark), so
+///   `search` finds every message committed before it was called.
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Creates a run (and its tenant, on first use).
@@ -141,9 +141,10 @@ pub trait Store: Send + Sync {
     /// one message (they are joined by newlines), never across kinds or messages.
     ///
     /// Indexing happens here, not in `append`: each backend keeps how far each run's history
-    /// is indexed, and a search first indexes the messages appended since (in one write
-    /// transaction that concurrent searchers of the run take in turn, so nothing is indexed
-    /// twice), then queries. When nothing is new that costs one cheap read; the first search of
+    /// is indexed, and a search first indexes the messages appended since (in write
+    /// transactions that concurrent searchers of the run take in turn, so nothing is indexed
+    /// twice; a backend whose writers share one lock commits them in batches so appends are
+    /// not held up by a long first search), then queries. When nothing is new that costs one cheap read; the first search of
     /// a long run pays for indexing all of it, and later ones only for what was appended since.
     ///
     /// Fails with [`Error::InvalidQuery`] when `limit` is 0 or the pattern has no words (or
