@@ -32,14 +32,26 @@
 //!    Sides take turns every few batches or messages, each turn starting one side further on;
 //!    medians of rounds are reported. A server that cannot be reached skips the section with
 //!    one `postgres: skipped (…)` line and the bench goes on.
+//! 6. **Import and recall** (issue 4; module `import`, run before 5 so that PostgreSQL comes
+//!    last): the shared corpus (`../shared/corpus` beside the workspace) imported through the
+//!    pipeline `baton import` runs (walk in path order, read, `baton_import::detect`, `parse`,
+//!    `Transcript::to_import`, then `Store::import`, one transaction per file), into a fresh
+//!    database file and tenant each round; the median end-to-end time (target: the whole corpus
+//!    in under 10 s), MiB and stored messages per second, and each part timed alone (read,
+//!    detect, parse, `to_import` and its redaction, digests and token estimates, the store), so
+//!    the total can be attributed. Then recall on the imported run with the most messages: the
+//!    first `Store::search` (which indexes the whole run), repeated searches (limit 20) for
+//!    two-word phrases taken from its own messages at several seqs, one of their words alone
+//!    and one phrase it does not hold, median (target <= 10 ms) and p90, and `read_range` of one
+//!    seq. A missing corpus skips the section with one `import: skipped (…)` line.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
 //!
-//! Run it with `cargo run --release -p baton-bench` (about 17 seconds on two cores, 5 of them
-//! PostgreSQL's).
-//! `--quick` runs every measurement at a small size (the CI smoke test, about a second even in
-//! a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
+//! Run it with `cargo run --release -p baton-bench` (about 20 seconds on two cores, 5 to 7 of
+//! them PostgreSQL's and 1.5 the import's).
+//! `--quick` runs every measurement at a small size (the CI smoke test, about two seconds even
+//! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
 //! object with every figure as the last line of output. The process exits 0 whether figures
 //! pass or miss, 1 when a measurement fails, 2 on a usage error.
 
@@ -59,6 +71,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+mod import;
 mod postgres;
 
 /// baton's schema, applied verbatim to the bare baseline's file.
@@ -229,6 +242,7 @@ impl Target {
 #[derive(Clone, Copy)]
 enum Unit {
     PerSecond(&'static str),
+    Seconds,
     Millis,
     Ratio,
 }
@@ -237,6 +251,7 @@ impl Unit {
     fn name(self) -> String {
         match self {
             Unit::PerSecond(what) => format!("{what}/s"),
+            Unit::Seconds => "s".into(),
             Unit::Millis => "ms".into(),
             Unit::Ratio => "ratio".into(),
         }
@@ -245,6 +260,7 @@ impl Unit {
     fn show(self, value: f64) -> String {
         match self {
             Unit::PerSecond(what) => format!("{} {what}/s", thousands(value)),
+            Unit::Seconds => format!("{value:.2} s"),
             Unit::Millis => format!("{value:.3} ms"),
             Unit::Ratio => format!("{value:.2}"),
         }
@@ -329,6 +345,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     single_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
+    import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
