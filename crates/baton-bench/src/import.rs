@@ -4,8 +4,11 @@
 //! fresh SQLite file for a fresh tenant through the pipeline `baton import` runs: the directory
 //! walked in path order, each file read and its path made absolute, its format detected from
 //! its content (files that match none are passed over), parsed, each transcript redacted and
-//! turned into a `NewImport` (`Transcript::to_import`: redaction, token estimates, rolling
-//! digests), and the file's imports stored by `Store::import` in one transaction. The clock
+//! turned into a `NewImport` (`Transcript::to_import`: redaction, token counts, rolling
+//! digests), and the file's imports stored by `Store::import` in one transaction. Token counts
+//! are made with the counter `baton import` would use (`--tokenizer auto`: the vocabulary of
+//! the transcript's first model, `o200k_base` without one), so the times include
+//! tokenization; the first round also decodes the vocabularies, once for the process. The clock
 //! runs from the walk to the last commit (opening the store is outside it); each part is also
 //! timed on its own, per file, so the total can be attributed. Medians of rounds are reported.
 //!
@@ -19,18 +22,20 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use baton_core::tokens::TokenCounter as _;
 use baton_core::{RunId, Seq, TenantId, tokens};
 use baton_sqlite::SqliteStore;
 use baton_store::{
     Digest, Error as StoreError, Imported, Reimport, SearchQuery, Store, search_rows,
 };
+use baton_tokens::TokenizerChoice;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
 use crate::{Report, Target, Unit, list, median, ms, on_worker, percentile, thousands};
 
 /// The shared corpus of real transcripts, beside the workspace.
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
+pub(crate) const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
 
 /// A phrase the recall searches look for that no message holds (checked: it must find nothing).
 const ABSENT: &str = "qzxv baton bench absent phrase";
@@ -75,7 +80,7 @@ struct Parts {
     detect: Duration,
     /// `baton_import::parse`.
     parse: Duration,
-    /// `Transcript::to_import`: redaction, token estimates, digests.
+    /// `Transcript::to_import`: redaction, tokenization, digests.
     prepare: Duration,
     /// `Store::import`, one transaction per file.
     store: Duration,
@@ -84,7 +89,7 @@ struct Parts {
 }
 
 impl Parts {
-    /// The CPU work between the bytes and the store: detect, parse, redact.
+    /// The CPU work between the bytes and the store: detect, parse, `to_import`.
     fn cpu(&self) -> Duration {
         self.detect + self.parse + self.prepare
     }
@@ -210,7 +215,7 @@ pub(crate) fn section(
     )?;
     writeln!(
         out,
-        "    where the time goes (medians): walk {:.1} ms, read {:.1} ms, detect {:.1} ms, parse {:.1} ms, to_import (redact, token estimates, digests) {:.1} ms, Store::import {:.1} ms",
+        "    where the time goes (medians): walk {:.1} ms, read {:.1} ms, detect {:.1} ms, parse {:.1} ms, to_import (redact, tokenize, digests) {:.1} ms, Store::import {:.1} ms",
         part_ms(|p| p.walk),
         part_ms(|p| p.read),
         part_ms(|p| p.detect),
@@ -229,9 +234,10 @@ pub(crate) fn section(
     })?;
     writeln!(
         out,
-        "    to_import's parts, timed alone once: redaction {:.1} ms, digests (JSON + SHA-256 per message) {:.1} ms, token estimates {:.1} ms, cloning the messages {:.1} ms",
+        "    to_import's parts, timed alone once: redaction {:.1} ms, digests (JSON + SHA-256 per message) {:.1} ms, tokenization {:.1} ms (the byte proxy instead: {:.1} ms), cloning the messages {:.1} ms",
         ms(split.redact),
         ms(split.digest),
+        ms(split.tokenize),
         ms(split.estimate),
         ms(split.clone),
     )?;
@@ -260,7 +266,7 @@ pub(crate) fn section(
     );
     report.figure(
         "import_parse_mib_per_s",
-        "6 detect + parse + redact alone (CPU)",
+        "6 detect + parse + to_import alone (CPU)",
         parse_mib_per_s,
         Unit::PerSecond("MiB"),
         None,
@@ -292,6 +298,7 @@ pub(crate) fn section(
         "to_import_parts_ms": {
             "redact": ms(split.redact),
             "digest": ms(split.digest),
+            "tokenize": ms(split.tokenize),
             "estimate": ms(split.estimate),
             "clone": ms(split.clone),
         },
@@ -321,7 +328,7 @@ fn remove_database(path: &Path) {
 
 /// Every file under `dir`, depth first, each directory's entries in name order (as
 /// `baton import` walks); symbolic links are not followed.
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+pub(crate) fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     let mut entries = std::fs::read_dir(dir)
         .with_context(|| format!("listing {}", dir.display()))?
         .collect::<Result<Vec<_>, _>>()
@@ -371,7 +378,11 @@ async fn import_corpus(
         let t = lap(&mut parts.parse, t);
         let mut imports = Vec::with_capacity(transcripts.len());
         for transcript in &mut transcripts {
-            let (import, redactions) = transcript.to_import(&path, None);
+            let counter = baton_tokens::counter(
+                TokenizerChoice::Auto,
+                transcript.models.first().map(String::as_str),
+            );
+            let (import, redactions) = transcript.to_import(&path, None, &*counter);
             imports.push(import);
             counts.redactions += redactions;
         }
@@ -408,13 +419,16 @@ async fn import_corpus(
 struct Split {
     redact: Duration,
     digest: Duration,
+    /// With the counter `baton import` picks per transcript.
+    tokenize: Duration,
+    /// With the byte proxy, for comparison.
     estimate: Duration,
     clone: Duration,
 }
 
 /// Parses the corpus (off the clock), then times what `to_import` does to its transcripts,
-/// one part at a time: redaction (of copies), the rolling digests, the token estimates and
-/// the copy of every message into the import.
+/// one part at a time: redaction (of copies), the rolling digests, the token counts (and, for
+/// comparison, the byte proxy's) and the copy of every message into the import.
 fn split_to_import(corpus: &Path) -> anyhow::Result<Split> {
     let mut files = Vec::new();
     walk(corpus, &mut files)?;
@@ -450,6 +464,15 @@ fn split_to_import(corpus: &Path) -> anyhow::Result<Split> {
     }
     let digest = start.elapsed();
     let start = Instant::now();
+    for t in &transcripts {
+        let counter =
+            baton_tokens::counter(TokenizerChoice::Auto, t.models.first().map(String::as_str));
+        for m in &t.messages {
+            std::hint::black_box(counter.count_message(&m.message));
+        }
+    }
+    let tokenize = start.elapsed();
+    let start = Instant::now();
     for m in messages() {
         std::hint::black_box(tokens::estimate_message(m));
     }
@@ -462,6 +485,7 @@ fn split_to_import(corpus: &Path) -> anyhow::Result<Split> {
     Ok(Split {
         redact,
         digest,
+        tokenize,
         estimate,
         clone,
     })

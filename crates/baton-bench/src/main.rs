@@ -38,19 +38,27 @@
 //!    `Transcript::to_import`, then `Store::import`, one transaction per file), into a fresh
 //!    database file and tenant each round; the median end-to-end time (target: the whole corpus
 //!    in under 10 s), MiB and stored messages per second, and each part timed alone (read,
-//!    detect, parse, `to_import` and its redaction, digests and token estimates, the store), so
-//!    the total can be attributed. Then recall on the imported run with the most messages: the
-//!    first `Store::search` (which indexes the whole run), repeated searches (limit 20) for
-//!    two-word phrases taken from its own messages at several seqs, one of their words alone
-//!    and one phrase it does not hold, median (target <= 10 ms) and p90, and `read_range` of one
-//!    seq. A missing corpus skips the section with one `import: skipped (…)` line.
+//!    detect, parse, `to_import` and its redaction, digests and tokenization, the store), so
+//!    the total can be attributed. Tokens are counted as `baton import` counts them by default
+//!    (the vocabulary of each transcript's model), so the import time includes tokenization.
+//!    Then recall on the imported run with the most messages: the first `Store::search` (which
+//!    indexes the whole run), repeated searches (limit 20) for two-word phrases taken from its
+//!    own messages at several seqs, one of their words alone and one phrase it does not hold,
+//!    median (target <= 10 ms) and p90, and `read_range` of one seq. A missing corpus skips the
+//!    section with one `import: skipped (…)` line.
+//! 7. **Token counts** (issue 5; module `tokens`, run after 6): every message of the corpus
+//!    counted by the byte-based proxy, `o200k_base` and `cl100k_base`; per real vocabulary, the
+//!    proxy's total ratio and the median and p90 of its per-message relative error (messages of
+//!    at least 20 real tokens), and each counter's throughput in MiB/s of message JSON. No
+//!    targets: the proxy's error is reported. `--quick` counts a sixth of the files. A missing
+//!    corpus skips the section with one `tokens: skipped (…)` line.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
 //!
-//! Run it with `cargo run --release -p baton-bench` (about 20 seconds on two cores, 5 to 7 of
-//! them PostgreSQL's and 1.5 the import's).
-//! `--quick` runs every measurement at a small size (the CI smoke test, about two seconds even
+//! Run it with `cargo run --release -p baton-bench` (about 30 seconds on two cores, 5 to 7 of
+//! them PostgreSQL's, 5 the import's and 4 the token counts').
+//! `--quick` runs every measurement at a small size (the CI smoke test, about five seconds even
 //! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
 //! object with every figure as the last line of output. The process exits 0 whether figures
 //! pass or miss, 1 when a measurement fails, 2 on a usage error.
@@ -73,6 +81,7 @@ use tokio::runtime::Runtime;
 
 mod import;
 mod postgres;
+mod tokens;
 
 /// baton's schema, applied verbatim to the bare baseline's file.
 const SCHEMA: &str = include_str!("../../baton-sqlite/migrations/0001_init.sql");
@@ -346,6 +355,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    tokens::section(args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();

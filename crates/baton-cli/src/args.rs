@@ -27,6 +27,18 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// How the token count stored with each appended or imported message is computed: `auto`
+    /// (the vocabulary of the transcript's model on import, else o200k_base), `bytes` (about
+    /// four bytes a token, no vocabulary), `o200k_base` or `cl100k_base`.
+    #[arg(
+        long,
+        global = true,
+        env = "BATON_TOKENIZER",
+        default_value = "auto",
+        value_name = "NAME"
+    )]
+    pub tokenizer: String,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

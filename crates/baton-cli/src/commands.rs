@@ -13,6 +13,7 @@ use baton_sqlite::SqliteStore;
 use baton_store::{
     Candidate, Install, NewEntry, NewRun, RunReport, SearchKind, SearchQuery, Store,
 };
+use baton_tokens::TokenizerChoice;
 use serde_json::json;
 
 use crate::args::{
@@ -29,6 +30,8 @@ pub struct Env {
     pub tenant: TenantId,
     /// Whether `--json` is on.
     pub json: bool,
+    /// What `--tokenizer` names.
+    pub tokenizer: TokenizerChoice,
 }
 
 /// The default database: `$XDG_DATA_HOME/baton/baton.db` (or the platform's equivalent).
@@ -166,11 +169,14 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         _ => {}
     }
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
+    let tokenizer =
+        TokenizerChoice::parse(&cli.tokenizer).map_err(|e| InvalidInput(e.to_string()))?;
     let store = open_store(cli.db.as_deref()).await?;
     let env = Env {
         store,
         tenant,
         json: cli.json,
+        tokenizer,
     };
     match cli.command {
         Command::Runs(RunsCommand::Create(args)) => create_run(&env, args, out).await,
@@ -450,7 +456,11 @@ async fn append(env: &Env, args: AppendArgs, out: &mut dyn Write) -> anyhow::Res
         }
         None => read_messages(std::io::stdin().lock(), "stdin")?,
     };
-    let entries: Vec<_> = messages.into_iter().map(NewEntry::estimated).collect();
+    let counter = baton_tokens::counter(env.tokenizer, None);
+    let entries: Vec<_> = messages
+        .into_iter()
+        .map(|m| NewEntry::counted(m, &*counter))
+        .collect();
     let seqs = env.store.append(&env.tenant, &run, &entries).await?;
     if env.json {
         return print_json(out, &json!({ "seqs": seqs }));

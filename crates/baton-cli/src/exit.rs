@@ -6,7 +6,7 @@
 //! | 1 | any other failure (not found, not a baton database, I/O…) |
 //! | 2 | usage error (unknown flag, missing argument) |
 //! | 3 | conflict: stale base, run not active, run already exists |
-//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words |
+//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words, an unknown tokenizer |
 
 use baton_core::InvalidCandidate;
 use baton_store::{Error as StoreError, Rejection};

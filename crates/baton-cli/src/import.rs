@@ -1,7 +1,8 @@
 //! `baton import`: agent session logs on disk become runs.
 //!
 //! Each file is read, its format told from its content (or taken from `--format`), parsed by
-//! `baton-import` into transcripts, redacted, and handed to the store as one import: one
+//! `baton-import` into transcripts, redacted, counted (each transcript with the counter
+//! `--tokenizer` means for its model), and handed to the store as one import: one
 //! transaction per file, so a file that fails stores nothing while the others go on. The store
 //! finds a source imported before by its source key and reports it (or, with `--reimport`,
 //! appends what it gained). A directory is walked recursively, in path order; in a walk, files
@@ -16,6 +17,7 @@ use baton_core::RunId;
 use baton_core::units::Problem;
 use baton_import::{Format, Transcript};
 use baton_store::{Imported, NewImport, Reimport};
+use baton_tokens::TokenizerChoice;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
@@ -112,7 +114,7 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
     for source in &sources {
         bar.set_message(file_name(&source.path));
         let shown = source.path.display().to_string();
-        match read(source, args.format, run_id.as_ref()) {
+        match read(source, args.format, run_id.as_ref(), env.tokenizer) {
             Ok(Read::Skipped(reason)) => skipped.push(FileLine {
                 path: shown,
                 reason,
@@ -224,8 +226,14 @@ enum Read {
     File(Format, Vec<Transcript>, Vec<NewImport>, Vec<usize>),
 }
 
-/// Reads, detects, parses and redacts one file; the error is the reason it failed.
-fn read(source: &Source, format: ImportFormat, run: Option<&RunId>) -> Result<Read, String> {
+/// Reads, detects, parses, redacts and counts one file (each transcript with the counter
+/// `tokenizer` means for its first model); the error is the reason it failed.
+fn read(
+    source: &Source,
+    format: ImportFormat,
+    run: Option<&RunId>,
+    tokenizer: TokenizerChoice,
+) -> Result<Read, String> {
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
     let format = match format_of(format) {
         Some(format) => format,
@@ -255,7 +263,8 @@ fn read(source: &Source, format: ImportFormat, run: Option<&RunId>) -> Result<Re
     let mut imports = Vec::with_capacity(transcripts.len());
     let mut redactions = Vec::with_capacity(transcripts.len());
     for t in &mut transcripts {
-        let (import, redacted) = t.to_import(&path, run.cloned());
+        let counter = baton_tokens::counter(tokenizer, t.models.first().map(String::as_str));
+        let (import, redacted) = t.to_import(&path, run.cloned(), &*counter);
         imports.push(import);
         redactions.push(redacted);
     }

@@ -6,6 +6,7 @@
 //! - [`context`]: assembling rules, goal, the active summary and the tail into what the next
 //!   model call receives.
 //! - [`Run`], [`Entry`], [`Summary`]: what a store keeps.
+//! - [`tokens`]: the token-counting seam and the byte proxy; [`prices`]: what tokens cost.
 //!
 //! This crate performs no IO and depends on no async runtime, driver or HTTP crate.
 //!
@@ -21,6 +22,7 @@ pub mod claim;
 pub mod context;
 mod ids;
 mod message;
+pub mod prices;
 mod record;
 pub mod tokens;
 pub mod units;
@@ -29,7 +31,7 @@ pub use claim::{Claim, ClaimKind, InvalidCandidate};
 pub use context::{Context, ContextSummary};
 pub use ids::{MAX_ID_LEN, RunId, Seq, SummaryId, TenantId, Timestamp};
 pub use message::{ContentBlock, MediaSource, Message, Role};
-pub use record::{Entry, Run, RunStatus, Summary};
+pub use record::{Cleared, Entry, EntryMeta, Run, RunStatus, Summary};
 
 /// Errors of the core's constructors.
 #[derive(Debug, thiserror::Error)]

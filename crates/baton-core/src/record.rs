@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::ProtocolEvents;
 use crate::{Claim, Message, RunId, Seq, SummaryId, TenantId, Timestamp};
 
 /// Where a run is in its life. Only an active run takes new summaries.
@@ -54,6 +55,10 @@ pub struct Run {
     pub active_summary_id: Option<SummaryId>,
     /// The last seq appended (0 when the history is empty).
     pub last_seq: Seq,
+    /// Which old tool results its context shows as a stub instead of in full (the
+    /// `clear-tool-results` strategy); history keeps every original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleared: Option<Cleared>,
     /// When it was created.
     pub created_at: Timestamp,
 }
@@ -87,4 +92,40 @@ pub struct Summary {
     pub claims: Vec<Claim>,
     /// When it was installed.
     pub created_at: Timestamp,
+}
+
+/// Which tool results a context shows as a stub naming the tool, the seq and how to recall it:
+/// those in messages with seq `≤ through` whose stored token count is at least `min_tokens`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cleared {
+    /// The last seq whose tool results may be stubbed.
+    pub through: Seq,
+    /// Results of messages smaller than this stay whole.
+    pub min_tokens: u32,
+}
+
+/// A history entry without its body: what planning a compaction needs (its size and the tool
+/// calls it opens or answers), so a plan never reads message bodies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryMeta {
+    /// Its seq and the tool-call ids it opens and answers.
+    pub events: ProtocolEvents,
+    /// Its stored token count.
+    pub tokens: u32,
+}
+
+impl EntryMeta {
+    /// The metadata of a full entry.
+    pub fn of(entry: &Entry) -> Self {
+        EntryMeta {
+            events: ProtocolEvents::of(entry.seq, &entry.message),
+            tokens: entry.tokens,
+        }
+    }
+
+    /// Its seq.
+    pub fn seq(&self) -> Seq {
+        self.events.seq
+    }
 }

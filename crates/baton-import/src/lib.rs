@@ -9,13 +9,14 @@
 //! - [`redact`]: secrets (API keys, tokens) removed from imported text, counted.
 //!
 //! - [`Transcript::to_import`]: a transcript, redacted, as the store imports it
-//!   ([`baton_store::NewImport`]): its source key, origin, messages and compaction events. The
-//!   store does the rest (one transaction per file, found again by source key); this crate
-//!   does no IO.
+//!   ([`baton_store::NewImport`]): its source key, origin, messages (each counted by the
+//!   caller's `TokenCounter`) and compaction events. The store does the rest (one
+//!   transaction per file, found again by source key); this crate does no IO.
 
 pub mod formats;
 pub mod redact;
 
+use baton_core::tokens::TokenCounter;
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
 use baton_core::{Message, RunId, Seq};
 use baton_store::{NewEntry, NewImport, Origin, SourceCompaction};
@@ -217,10 +218,16 @@ impl Transcript {
     }
 
     /// Redacts the transcript and turns it into what the store imports, `path` being the file
-    /// it was read from (see [`source_key`](Self::source_key)) and `id` the new run's id if
-    /// the caller names one. Token counts are the byte-based estimate. Returns the import and
-    /// how many secrets were redacted.
-    pub fn to_import(&mut self, path: &str, id: Option<RunId>) -> (NewImport, usize) {
+    /// it was read from (see [`source_key`](Self::source_key)), `id` the new run's id if the
+    /// caller names one, and `counter` what every message's stored token count is computed
+    /// with (after redaction, so the count is of what is stored). Returns the import and how
+    /// many secrets were redacted.
+    pub fn to_import(
+        &mut self,
+        path: &str,
+        id: Option<RunId>,
+        counter: &dyn TokenCounter,
+    ) -> (NewImport, usize) {
         let redactions = self.redact();
         let origin = Origin {
             source_key: self.source_key(path),
@@ -239,7 +246,7 @@ impl Transcript {
         let entries = self
             .messages
             .iter()
-            .map(|m| NewEntry::estimated(m.message.clone()))
+            .map(|m| NewEntry::counted(m.message.clone(), counter))
             .collect();
         let compactions = self
             .compactions

@@ -367,6 +367,7 @@ fn run_from_row(r: &Row) -> Result<Run, Error> {
             .map(|id| to_u64(id, "summary id").map(SummaryId))
             .transpose()?,
         last_seq: Seq(to_u64(r.get(6), "last_seq")?),
+        cleared: None,
         created_at: Timestamp(r.get(7)),
     })
 }
@@ -957,6 +958,7 @@ impl Store for PgStore {
                 rules: new.rules.clone(),
                 active_summary_id: None,
                 last_seq: Seq::ZERO,
+                cleared: None,
                 created_at: now,
             })
         })

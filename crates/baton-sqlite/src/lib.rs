@@ -292,6 +292,7 @@ fn run_from_row(r: &rusqlite::Row<'_>) -> Result<Run, Error> {
             .map(|id| to_u64(id, "summary id").map(SummaryId))
             .transpose()?,
         last_seq: Seq(to_u64(r.get(6).map_err(get)?, "last_seq")?),
+        cleared: None,
         created_at: Timestamp(r.get(7).map_err(get)?),
     })
 }

@@ -215,6 +215,16 @@ impl NewEntry {
             message,
         }
     }
+
+    /// A message counted with `counter`: a real vocabulary (`baton-tokens`) or the byte-based
+    /// [`tokens::ByteEstimate`]. The count is stored with the message, so make the counter the
+    /// one the run's budget is meant in.
+    pub fn counted(message: Message, counter: &dyn tokens::TokenCounter) -> Self {
+        NewEntry {
+            tokens: counter.count_message(&message),
+            message,
+        }
+    }
 }
 
 /// A candidate summary: what it claims, the cut it covers through, and the version it extends.

@@ -17,3 +17,4 @@ mod recall;
 mod seed;
 mod support;
 mod tidy;
+mod tokens;

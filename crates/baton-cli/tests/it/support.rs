@@ -137,7 +137,8 @@ pub fn command(db: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
         .arg(db)
         .args(args)
         .env_remove("BATON_DB")
-        .env_remove("BATON_TENANT");
+        .env_remove("BATON_TENANT")
+        .env_remove("BATON_TOKENIZER");
     cmd
 }
 

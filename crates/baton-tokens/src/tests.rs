@@ -1,0 +1,206 @@
+//! Known counts, the model table, and parsing `--tokenizer`.
+
+use baton_core::tokens::{ByteEstimate, TokenCounter};
+use baton_core::{ContentBlock, Message, Role};
+
+use super::*;
+
+const O200K: Tiktoken = Tiktoken {
+    encoding: Encoding::O200k,
+};
+const CL100K: Tiktoken = Tiktoken {
+    encoding: Encoding::Cl100k,
+};
+
+#[track_caller]
+fn check_counts(text: &str, o200k: u32, cl100k: u32) {
+    assert_eq!(
+        (O200K.count_text(text), CL100K.count_text(text)),
+        (o200k, cl100k),
+        "{text:?} (o200k_base, cl100k_base)"
+    );
+}
+
+#[test]
+fn known_counts() {
+    // tiktoken's own tests: "hello world" is [24912, 2375] in o200k_base and [15339, 1917] in
+    // cl100k_base; "👍" is three byte-level tokens in cl100k_base, [9468, 239, 235].
+    check_counts("hello world", 2, 2);
+    assert_eq!(
+        Encoding::O200k.bpe().encode_ordinary("hello world"),
+        [24912, 2375]
+    );
+    assert_eq!(
+        Encoding::Cl100k.bpe().encode_ordinary("hello world"),
+        [15339, 1917]
+    );
+    assert_eq!(
+        Encoding::Cl100k.bpe().encode_ordinary("👍"),
+        [9468, 239, 235]
+    );
+    check_counts("", 0, 0);
+    check_counts("👍", 1, 3);
+    // Both split digits into runs of at most three, each one token.
+    check_counts("1234567890", 4, 4);
+}
+
+#[test]
+fn special_token_text_is_ordinary_text() {
+    // As one special token it would be 1; as text it is several, and never an error.
+    let n = O200K.count_text("<|endoftext|>");
+    assert!(n > 1, "{n}");
+    assert!(CL100K.count_text("before <|endoftext|> after") > 3);
+}
+
+#[test]
+fn names_are_the_vocabularies() {
+    assert_eq!(O200K.name(), "o200k_base");
+    assert_eq!(CL100K.name(), "cl100k_base");
+    assert_eq!(Tiktoken::new(Encoding::Cl100k).encoding(), Encoding::Cl100k);
+}
+
+#[test]
+fn a_message_counts_at_least_its_text() {
+    let text = "Read src/main.rs and tell me why `cargo build --release` fails on line 42.";
+    let message = Message::text(Role::User, text);
+    for counter in [O200K, CL100K] {
+        let n = counter.count_message(&message);
+        assert!(n >= counter.count_text(text), "{}: {n}", counter.name());
+        // The same structure overhead as the byte-based proxy: one block, one message.
+        assert_eq!(n, counter.count_text(text) + 3 + 4, "{}", counter.name());
+    }
+}
+
+#[test]
+fn tool_calls_count_their_name_and_input() {
+    let message = Message {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            input: serde_json::json!({ "path": "src/lib.rs" }),
+        }],
+    };
+    let input = r#"{"path":"src/lib.rs"}"#;
+    assert_eq!(
+        O200K.count_message(&message),
+        O200K.count_text("read_file") + O200K.count_text(input) + 3 + 4
+    );
+}
+
+#[test]
+fn real_counts_differ_from_the_proxy() {
+    let text = "x".repeat(4000);
+    // A run of one letter merges into long tokens: far fewer than one per four bytes.
+    assert!(O200K.count_text(&text) < ByteEstimate.count_text(&text));
+}
+
+#[track_caller]
+fn check_models(table: &[(&str, Encoding)]) {
+    for (model, expected) in table {
+        assert_eq!(encoding_for_model(model), *expected, "{model}");
+    }
+}
+
+#[test]
+fn models_of_the_o200k_family() {
+    use Encoding::O200k;
+    check_models(&[
+        ("gpt-4o", O200k),
+        ("gpt-4o-mini-2024-07-18", O200k),
+        ("chatgpt-4o-latest", O200k),
+        ("gpt-4.1-nano", O200k),
+        ("gpt-4.5-preview", O200k),
+        ("gpt-5", O200k),
+        ("gpt-5.1-codex-max", O200k),
+        ("o1-preview", O200k),
+        ("o3-mini", O200k),
+        ("o4-mini", O200k),
+        ("codex-mini-latest", O200k),
+        ("my-codex-finetune", O200k),
+        ("GPT-4O", O200k),
+        ("openai/gpt-4o", O200k),
+        ("  gpt-5-mini  ", O200k),
+    ]);
+}
+
+#[test]
+fn models_of_the_cl100k_family() {
+    use Encoding::Cl100k;
+    check_models(&[
+        ("gpt-4", Cl100k),
+        ("gpt-4-0613", Cl100k),
+        ("gpt-4-turbo-2024-04-09", Cl100k),
+        ("gpt-3.5-turbo", Cl100k),
+        ("gpt-35-turbo", Cl100k),
+        ("text-embedding-3-small", Cl100k),
+        ("text-embedding-ada-002", Cl100k),
+        ("openai/gpt-4-32k", Cl100k),
+    ]);
+}
+
+#[test]
+fn claude_models_use_the_cl100k_proxy() {
+    use Encoding::Cl100k;
+    check_models(&[
+        ("claude-opus-4-1-20250805", Cl100k),
+        ("claude-3-5-sonnet-20241022", Cl100k),
+        ("Claude-Sonnet-4-5", Cl100k),
+        ("anthropic/claude-haiku-4-5", Cl100k),
+        ("anthropic.claude-3-haiku-20240307-v1:0", Cl100k),
+    ]);
+}
+
+#[test]
+fn unknown_models_use_o200k() {
+    use Encoding::O200k;
+    check_models(&[
+        ("", O200k),
+        ("llama-3.1-70b", O200k),
+        ("gemini-2.5-pro", O200k),
+        ("some/vendor/model", O200k),
+    ]);
+}
+
+#[test]
+fn choices_parse_by_name() {
+    for choice in TokenizerChoice::ALL {
+        assert_eq!(TokenizerChoice::parse(choice.name()), Ok(choice));
+    }
+    assert_eq!(TokenizerChoice::parse("o200k"), Ok(TokenizerChoice::O200k));
+    assert_eq!(
+        TokenizerChoice::parse("cl100k"),
+        Ok(TokenizerChoice::Cl100k)
+    );
+    assert_eq!(TokenizerChoice::default(), TokenizerChoice::Auto);
+}
+
+#[test]
+fn a_bad_choice_names_itself_and_the_known_ones() {
+    for bad in ["x", "", "O200K_BASE", " bytes", "p50k_base"] {
+        let err = TokenizerChoice::parse(bad).unwrap_err();
+        assert_eq!(
+            err,
+            Error::UnknownTokenizer {
+                value: bad.to_owned()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("tokenizer {bad:?}: expected one of auto, bytes, o200k_base, cl100k_base")
+        );
+    }
+}
+
+#[test]
+fn counter_follows_the_choice_and_the_model() {
+    let name = |choice, model| counter(choice, model).name().to_owned();
+    use TokenizerChoice::*;
+    assert_eq!(name(Auto, None), "o200k_base");
+    assert_eq!(name(Auto, Some("claude-sonnet-4-5")), "cl100k_base");
+    assert_eq!(name(Auto, Some("gpt-5-codex")), "o200k_base");
+    assert_eq!(name(Bytes, Some("gpt-4o")), "bytes");
+    assert_eq!(name(O200k, Some("claude-sonnet-4-5")), "o200k_base");
+    assert_eq!(name(Cl100k, Some("gpt-4o")), "cl100k_base");
+    assert_eq!(counter(Bytes, None).count_text("abcdefgh"), 2);
+}
