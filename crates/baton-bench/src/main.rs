@@ -879,6 +879,7 @@ async fn summarized_run(
         base: None,
         cut,
         claims: claims(cut),
+        meta: None,
     };
     let start = Instant::now();
     let installed = store.install_summary(tenant, &run, &candidate).await?;
@@ -1059,6 +1060,7 @@ async fn install_series(
             base,
             cut,
             claims: claims(cut),
+            meta: None,
         };
         let start = Instant::now();
         let installed = store.install_summary(tenant, &run, &candidate).await?;

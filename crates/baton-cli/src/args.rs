@@ -64,6 +64,11 @@ pub enum Command {
     Summary(SummaryCommand),
     /// Print the context the next model call would receive.
     Context(RunArg),
+    /// Pin messages: no compaction ever drops them, and the context carries them whole; with
+    /// no seq, list the run's pins.
+    Pin(PinArgs),
+    /// Unpin messages.
+    Unpin(UnpinArgs),
     /// Create or upgrade the store's schema (idempotent); prints the schema version.
     Migrate,
     /// Check the store: connectivity, schema version, and the settings that matter.
@@ -221,6 +226,51 @@ pub enum SummaryCommand {
     List(RunArg),
     /// Show one summary version.
     Show(SummaryArg),
+    /// Show how two versions' claims differ: added, dropped, changed.
+    Diff(DiffArgs),
+    /// Make another version of the run's summary the active one (roll back or forward), by
+    /// compare-and-swap on the active one; history is untouched.
+    Activate(ActivateArgs),
+}
+
+/// Arguments of `summary diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier version.
+    pub a: u64,
+    /// The later version.
+    pub b: u64,
+}
+
+/// Arguments of `summary activate`.
+#[derive(Debug, Args)]
+pub struct ActivateArgs {
+    /// The run.
+    pub run: String,
+    /// The version to make active.
+    pub id: u64,
+    /// The run's active version as you saw it: its id, or `none`.
+    #[arg(long, value_name = "CURRENT|none")]
+    pub base: String,
+}
+
+/// Arguments of `pin`.
+#[derive(Debug, Args)]
+pub struct PinArgs {
+    /// The run.
+    pub run: String,
+    /// The seqs to pin; without any, lists the run's pins.
+    pub seqs: Vec<u64>,
+}
+
+/// Arguments of `unpin`.
+#[derive(Debug, Args)]
+pub struct UnpinArgs {
+    /// The run.
+    pub run: String,
+    /// The seqs to unpin.
+    #[arg(required = true)]
+    pub seqs: Vec<u64>,
 }
 
 /// Arguments of `summary install`.

@@ -17,8 +17,8 @@ use baton_tokens::TokenizerChoice;
 use serde_json::json;
 
 use crate::args::{
-    AppendArgs, Cli, Command, CreateRunArgs, HistoryArgs, InstallArgs, RecallArgs, RecallKind,
-    RunsCommand, SummaryCommand,
+    ActivateArgs, AppendArgs, Cli, Command, CreateRunArgs, DiffArgs, HistoryArgs, InstallArgs,
+    PinArgs, RecallArgs, RecallKind, RunsCommand, SummaryCommand, UnpinArgs,
 };
 use crate::exit::InvalidInput;
 
@@ -190,6 +190,10 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Summary(SummaryCommand::Install(args)) => install(&env, args, out).await,
         Command::Summary(SummaryCommand::List(arg)) => list_summaries(&env, &arg.run, out).await,
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
+        Command::Summary(SummaryCommand::Diff(args)) => diff_summaries(&env, args, out).await,
+        Command::Summary(SummaryCommand::Activate(args)) => activate(&env, args, out).await,
+        Command::Pin(args) => pin(&env, args, out).await,
+        Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,
         Command::Demo | Command::Migrate | Command::Doctor => Ok(()),
     }
@@ -743,6 +747,7 @@ async fn install(env: &Env, args: InstallArgs, out: &mut dyn Write) -> anyhow::R
         base,
         cut: Seq(args.cut),
         claims,
+        meta: None,
     };
     match env
         .store
@@ -819,6 +824,9 @@ async fn show_summary(env: &Env, id: u64, out: &mut dyn Write) -> anyhow::Result
         .map_or("none".to_owned(), |p| p.to_string());
     writeln!(out, "previous  {previous}")?;
     writeln!(out, "created   {}", summary.created_at)?;
+    if let Some(meta) = &summary.meta {
+        writeln!(out, "made by   {meta}")?;
+    }
     for claim in &summary.claims {
         writeln!(
             out,
@@ -852,5 +860,159 @@ async fn context(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()
     }
     writeln!(out)?;
     writeln!(out, "tokens: {} (estimated)", ctx.tokens)?;
+    Ok(())
+}
+
+fn base_arg(value: &str, flag: &str) -> anyhow::Result<Option<SummaryId>> {
+    match value {
+        "none" => Ok(None),
+        id => Ok(Some(SummaryId(id.parse().map_err(|_| {
+            InvalidInput(format!("{flag} {id:?}: expected a summary id or \"none\""))
+        })?))),
+    }
+}
+
+async fn diff_summaries(env: &Env, args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let a = env.store.summary(&env.tenant, SummaryId(args.a)).await?;
+    let b = env.store.summary(&env.tenant, SummaryId(args.b)).await?;
+    if a.run != b.run {
+        return Err(InvalidInput(format!(
+            "summary diff: {} belongs to run {} and {} to run {}; compare versions of one run",
+            a.id, a.run, b.id, b.run
+        ))
+        .into());
+    }
+    let d = baton_core::claim::diff(&a.claims, &b.claims);
+    if env.json {
+        let changed: Vec<_> = d
+            .changed
+            .iter()
+            .map(|(from, to)| {
+                json!({"kind": to.kind, "source_seq": to.source_seq, "from": from.text, "to": to.text})
+            })
+            .collect();
+        return print_json(
+            out,
+            &json!({
+                "run": a.run,
+                "a": {"id": a.id, "coverage": a.coverage},
+                "b": {"id": b.id, "coverage": b.coverage},
+                "added": d.added,
+                "dropped": d.dropped,
+                "changed": changed,
+            }),
+        );
+    }
+    writeln!(
+        out,
+        "summary {} (through seq {}) → {} (through seq {}), run {}",
+        a.id, a.coverage, b.id, b.coverage, a.run
+    )?;
+    if d.added.is_empty() && d.dropped.is_empty() && d.changed.is_empty() {
+        writeln!(out, "  the same claims")?;
+    }
+    for c in &d.dropped {
+        writeln!(
+            out,
+            "- {:<15} [seq {}] {}",
+            c.kind.as_str(),
+            c.source_seq,
+            c.text
+        )?;
+    }
+    for c in &d.added {
+        writeln!(
+            out,
+            "+ {:<15} [seq {}] {}",
+            c.kind.as_str(),
+            c.source_seq,
+            c.text
+        )?;
+    }
+    for (from, to) in &d.changed {
+        writeln!(
+            out,
+            "~ {:<15} [seq {}] {} → {}",
+            to.kind.as_str(),
+            to.source_seq,
+            from.text,
+            to.text
+        )?;
+    }
+    Ok(())
+}
+
+async fn activate(env: &Env, args: ActivateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    let base = base_arg(&args.base, "--base")?;
+    match env
+        .store
+        .activate_summary(&env.tenant, &run, SummaryId(args.id), base)
+        .await?
+    {
+        Install::Installed(summary) => {
+            if env.json {
+                return print_json(
+                    out,
+                    &json!({"id": summary.id, "coverage": summary.coverage}),
+                );
+            }
+            writeln!(
+                out,
+                "run {run}: summary {} is active (covers through seq {})",
+                summary.id, summary.coverage
+            )?;
+            Ok(())
+        }
+        Install::Rejected(why) => {
+            Err(anyhow::Error::new(why).context(format!("summary activate on run {run}")))
+        }
+    }
+}
+
+async fn pin(env: &Env, args: PinArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    for seq in &args.seqs {
+        env.store.pin(&env.tenant, &run, Seq(*seq)).await?;
+    }
+    let pins = env.store.pins(&env.tenant, &run).await?;
+    if env.json {
+        return print_json(out, &json!({ "pins": pins }));
+    }
+    match pins.as_slice() {
+        [] => writeln!(out, "run {run} has no pinned messages")?,
+        _ => writeln!(
+            out,
+            "run {run}: pinned {}",
+            pins.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?,
+    }
+    Ok(())
+}
+
+async fn unpin(env: &Env, args: UnpinArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = run_id(&args.run)?;
+    for seq in &args.seqs {
+        env.store.unpin(&env.tenant, &run, Seq(*seq)).await?;
+    }
+    let pins = env.store.pins(&env.tenant, &run).await?;
+    if env.json {
+        return print_json(out, &json!({ "pins": pins }));
+    }
+    writeln!(
+        out,
+        "run {run}: pinned {}",
+        if pins.is_empty() {
+            "nothing".to_owned()
+        } else {
+            pins.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )?;
     Ok(())
 }

@@ -5,8 +5,8 @@
 //! | 0 | success (also: stdout closed early, as by `| head`) |
 //! | 1 | any other failure (not found, not a baton database, I/O…) |
 //! | 2 | usage error (unknown flag, missing argument) |
-//! | 3 | conflict: stale base, run not active, run already exists |
-//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words, an unknown tokenizer |
+//! | 3 | conflict: stale base (or stale cleared-results setting), run not active, run already exists |
+//! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words, an unknown tokenizer, a seq the run does not have |
 
 use baton_core::InvalidCandidate;
 use baton_store::{Error as StoreError, Rejection};
@@ -32,7 +32,7 @@ pub fn code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if let Some(rejection) = cause.downcast_ref::<Rejection>() {
             return match rejection {
-                Rejection::Invalid(_) => INVALID,
+                Rejection::Invalid(_) | Rejection::InvalidClear { .. } => INVALID,
                 _ => CONFLICT,
             };
         }
@@ -45,7 +45,9 @@ pub fn code(err: &anyhow::Error) -> u8 {
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return match store {
                 StoreError::RunExists { .. } | StoreError::RunNotActive { .. } => CONFLICT,
-                StoreError::InvalidId(_) | StoreError::InvalidQuery { .. } => INVALID,
+                StoreError::InvalidId(_)
+                | StoreError::InvalidQuery { .. }
+                | StoreError::SeqNotFound { .. } => INVALID,
                 _ => FAILURE,
             };
         }

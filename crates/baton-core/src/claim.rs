@@ -72,7 +72,7 @@ impl fmt::Display for ClaimKind {
 }
 
 /// One statement of a summary, with the history seq it rests on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Claim {
     /// What the claim is about.
@@ -123,6 +123,12 @@ pub enum InvalidCandidate {
     BaseNotInRun {
         /// The named base.
         base: crate::SummaryId,
+    },
+    /// A summary version to activate is not a version of this run.
+    #[error("summary {id} is not a version of this run")]
+    VersionNotInRun {
+        /// The named version.
+        id: crate::SummaryId,
     },
     /// The cut does not extend the base's coverage.
     #[error("cut {cut} does not extend the base's coverage {coverage}")]
@@ -229,6 +235,57 @@ pub fn validate_sources(claims: &[Claim], cut: Seq, last: Seq) -> Result<(), Inv
         }
     }
     Ok(())
+}
+
+/// How two summary versions' claims differ.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClaimDiff {
+    /// Claims only the second version has.
+    pub added: Vec<Claim>,
+    /// Claims only the first version has.
+    pub dropped: Vec<Claim>,
+    /// Claims of the same kind citing the same seq whose text changed: `(from, to)`.
+    pub changed: Vec<(Claim, Claim)>,
+}
+
+/// The difference from claims `a` to claims `b`. A claim is the same when kind, text and seq
+/// all match; a claim of one kind and seq present in both with another text (and no exact
+/// match) is *changed*; the rest are added or dropped. Order follows `b` for added and changed
+/// claims and `a` for dropped ones.
+///
+/// ```
+/// use baton_core::claim::{diff, Claim, ClaimKind};
+/// use baton_core::Seq;
+/// let c = |kind, text: &str, seq| Claim { kind, text: text.into(), source_seq: Seq(seq) };
+/// let a = [c(ClaimKind::Goal, "fix the bug", 1), c(ClaimKind::Hypothesis, "cache", 4)];
+/// let b = [c(ClaimKind::Goal, "fix the login bug", 1), c(ClaimKind::Verified, "serializer", 9)];
+/// let d = diff(&a, &b);
+/// assert_eq!(d.changed.len(), 1);
+/// assert_eq!((d.added.len(), d.dropped.len()), (1, 1));
+/// ```
+pub fn diff(a: &[Claim], b: &[Claim]) -> ClaimDiff {
+    let mut out = ClaimDiff::default();
+    let in_a = |c: &Claim| a.contains(c);
+    let in_b = |c: &Claim| b.contains(c);
+    let mut used = vec![false; a.len()];
+    for claim in b.iter().filter(|c| !in_a(c)) {
+        let twin = a.iter().enumerate().position(|(i, old)| {
+            !used[i] && !in_b(old) && old.kind == claim.kind && old.source_seq == claim.source_seq
+        });
+        match twin {
+            Some(i) => {
+                used[i] = true;
+                out.changed.push((a[i].clone(), claim.clone()));
+            }
+            None => out.added.push(claim.clone()),
+        }
+    }
+    for (i, claim) in a.iter().enumerate() {
+        if !used[i] && !in_b(claim) {
+            out.dropped.push(claim.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -281,6 +281,7 @@ mod tests {
                 claim(ClaimKind::Verified, "db resolves", 3),
                 claim(ClaimKind::Constraint, "read-only", 1),
             ],
+            meta: None,
             created_at: Timestamp(0),
         };
         let ctx = assemble(&run, Some(&summary), vec![entry(5, "check TLS")]);
@@ -357,6 +358,7 @@ mod tests {
             coverage: Seq(coverage),
             previous_id: None,
             claims: vec![],
+            meta: None,
             created_at: Timestamp(0),
         }
     }

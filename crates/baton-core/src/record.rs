@@ -90,6 +90,9 @@ pub struct Summary {
     pub previous_id: Option<SummaryId>,
     /// What it says.
     pub claims: Vec<Claim>,
+    /// What made it (strategy, sizes, retention audit), as its installer gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
     /// When it was installed.
     pub created_at: Timestamp,
 }

@@ -14,6 +14,10 @@
 //!   Version 3 adds imported runs: `run_origins`, where each came from (found again by its
 //!   source key, unique per tenant), and `source_compactions`, the compactions its source
 //!   agent performed.
+//!   Version 4 adds what compaction keeps beside summaries: `pins` (messages every strategy
+//!   keeps, carried whole when a summary covers them), `summaries.meta` (what made a version,
+//!   JSON as its installer gave it) and `runs.cleared_through` / `cleared_min_tokens` (which
+//!   old tool results the context shows as a stub, moved forward by compare-and-swap).
 //! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
 //!   settings that matter.
 //!
@@ -33,21 +37,22 @@
 //! # Ok(()) }
 //! ```
 
+mod compaction;
 mod import;
 mod migrate;
 
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
-    Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
-    Timestamp,
+    Cleared, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
+    TenantId, Timestamp,
 };
 use baton_store::codec::{
-    SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
+    self, SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
 use baton_store::{
-    Candidate, Error, Imported, Install, NewEntry, NewImport, NewRun, Reimport, Rejection,
-    RunReport, SearchQuery, SearchRow, Store,
+    Candidate, ContextMeta, ContextParts, Error, Imported, Install, NewEntry, NewImport, NewRun,
+    Reimport, Rejection, RunReport, SearchQuery, SearchRow, SetCleared, Store,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -353,7 +358,8 @@ async fn missing_run(
 }
 
 const RUN_COLUMNS: &str =
-    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at";
+    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at,
+     cleared_through, cleared_min_tokens";
 
 fn run_from_row(r: &Row) -> Result<Run, Error> {
     Ok(Run {
@@ -367,12 +373,12 @@ fn run_from_row(r: &Row) -> Result<Run, Error> {
             .map(|id| to_u64(id, "summary id").map(SummaryId))
             .transpose()?,
         last_seq: Seq(to_u64(r.get(6), "last_seq")?),
-        cleared: None,
+        cleared: codec::cleared(r.get(8), r.get(9))?,
         created_at: Timestamp(r.get(7)),
     })
 }
 
-async fn load_run(
+pub(crate) async fn load_run(
     c: &impl GenericClient,
     tenant: &TenantId,
     run: &RunId,
@@ -388,12 +394,12 @@ async fn load_run(
         .await
         .map_err(pg)?
     {
-        Some(row) => Ok((row.get(8), run_from_row(&row)?)),
+        Some(row) => Ok((row.get(10), run_from_row(&row)?)),
         None => Err(missing_run(c, tenant, run).await?),
     }
 }
 
-fn entry_from_row(r: &Row) -> Result<Entry, Error> {
+pub(crate) fn entry_from_row(r: &Row) -> Result<Entry, Error> {
     let seq = Seq(to_u64(r.get(0), "seq")?);
     let message: Message = serde_json::from_str(r.get(3)).map_err(|e| Error::Corrupt {
         what: format!("message at seq {seq}: {e}"),
@@ -770,7 +776,7 @@ async fn read_tool_window(
     events_from_rows(&rows)
 }
 
-const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";
+const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at, s.meta";
 
 fn summary_from_row(r: &Row) -> Result<Summary, Error> {
     let id = SummaryId(to_u64(r.get(0), "summary id")?);
@@ -786,11 +792,12 @@ fn summary_from_row(r: &Row) -> Result<Summary, Error> {
             .map(|p| to_u64(p, "previous id").map(SummaryId))
             .transpose()?,
         claims: body.claims,
+        meta: codec::parse_meta(r.get(6), id)?,
         created_at: Timestamp(r.get(5)),
     })
 }
 
-async fn load_summary(
+pub(crate) async fn load_summary(
     c: &impl GenericClient,
     run_pk: i64,
     id: SummaryId,
@@ -1128,6 +1135,7 @@ impl Store for PgStore {
         .map_err(|e| Error::Corrupt {
             what: format!("summary does not serialize: {e}"),
         })?;
+        let meta = codec::meta_json(candidate.meta.as_ref())?;
         with_client!(self, |client| {
             // Dropping `tx` without commit rolls back: every early return below writes nothing.
             let tx = client.transaction().await.map_err(pg)?;
@@ -1143,7 +1151,7 @@ impl Store for PgStore {
             let base = candidate.base.map(|b| to_i64(b.0)).transpose()?;
             let stmt = tx
                 .prepare_cached(
-                    "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at, meta) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                 )
                 .await
                 .map_err(pg)?;
@@ -1156,6 +1164,7 @@ impl Store for PgStore {
                         &base,
                         &body,
                         &Timestamp::now().0,
+                        &meta,
                     ],
                 )
                 .await
@@ -1254,31 +1263,204 @@ impl Store for PgStore {
         })
     }
 
-    async fn context_parts(
+    async fn context_parts(&self, tenant: &TenantId, run: &RunId) -> Result<ContextParts, Error> {
+        with_client!(self, |client| {
+            // One snapshot: run, summary, pins and tail agree with each other.
+            let tx = snapshot(&mut client).await?;
+            let (pk, run, summary) = compaction::run_and_summary(&tx, tenant, run).await?;
+            let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
+            let pinned = compaction::pinned_entries(&tx, pk, coverage).await?;
+            let tail = read_entries(&tx, pk, coverage.next(), None).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(ContextParts {
+                run,
+                summary,
+                pinned,
+                tail,
+            })
+        })
+    }
+
+    async fn context_meta(&self, tenant: &TenantId, run: &RunId) -> Result<ContextMeta, Error> {
+        with_client!(self, |client| {
+            // One snapshot, and the tail without its `message` column.
+            let tx = snapshot(&mut client).await?;
+            let (pk, run, summary) = compaction::run_and_summary(&tx, tenant, run).await?;
+            let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
+            let meta = ContextMeta {
+                pinned: compaction::pinned_entries(&tx, pk, coverage).await?,
+                pins: compaction::pins(&tx, pk).await?,
+                tail: compaction::tail_meta(&tx, pk, coverage).await?,
+                run,
+                summary,
+            };
+            tx.commit().await.map_err(pg)?;
+            Ok(meta)
+        })
+    }
+
+    async fn pin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error> {
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            // Under the run's row lock, `last_seq` cannot move before the insert.
+            let row = find_run(&tx, tenant, run, true).await?;
+            if seq.0 == 0 || seq > row.last_seq {
+                return Err(Error::SeqNotFound {
+                    run: run.clone(),
+                    seq,
+                    last: row.last_seq,
+                });
+            }
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO pins (run_pk, seq, created_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (run_pk, seq) DO NOTHING",
+                )
+                .await
+                .map_err(pg)?;
+            let added = tx
+                .execute(&stmt, &[&row.pk, &to_i64(seq.0)?, &Timestamp::now().0])
+                .await
+                .map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
+            Ok(added == 1)
+        })
+    }
+
+    async fn unpin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error> {
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = find_run(&tx, tenant, run, true).await?;
+            let stmt = tx
+                .prepare_cached("DELETE FROM pins WHERE run_pk = $1 AND seq = $2")
+                .await
+                .map_err(pg)?;
+            let removed = tx
+                .execute(&stmt, &[&row.pk, &lookup_i64(seq.0)])
+                .await
+                .map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
+            Ok(removed == 1)
+        })
+    }
+
+    async fn pins(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Seq>, Error> {
+        with_client!(self, |client| {
+            let tx = snapshot(&mut client).await?;
+            let row = find_run(&tx, tenant, run, false).await?;
+            let pins = compaction::pins(&tx, row.pk).await?;
+            tx.commit().await.map_err(pg)?;
+            Ok(pins)
+        })
+    }
+
+    async fn activate_summary(
         &self,
         tenant: &TenantId,
         run: &RunId,
-    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error> {
+        id: SummaryId,
+        base: Option<SummaryId>,
+    ) -> Result<Install, Error> {
         with_client!(self, |client| {
-            // One snapshot: run, summary and tail agree with each other.
-            let tx = snapshot(&mut client).await?;
-            let (pk, run) = load_run(&tx, tenant, run).await?;
-            let summary = match run.active_summary_id {
-                Some(id) => {
-                    Some(
-                        load_summary(&tx, pk, id)
-                            .await?
-                            .ok_or_else(|| Error::Corrupt {
-                                what: format!("run {} points at missing summary {id}", run.id),
-                            })?,
-                    )
-                }
-                None => None,
+            // Dropping `tx` without commit rolls back: every early return below writes nothing.
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = find_run(&tx, tenant, run, true).await?;
+            if row.status != RunStatus::Active {
+                return Ok(Install::Rejected(Rejection::RunNotActive {
+                    status: row.status,
+                }));
+            }
+            let Some(summary) = load_summary(&tx, row.pk, id).await? else {
+                return Ok(Install::Rejected(Rejection::Invalid(
+                    InvalidCandidate::VersionNotInRun { id },
+                )));
             };
-            let from = summary.as_ref().map_or(Seq(1), |s| s.coverage.next());
-            let tail = read_entries(&tx, pk, from, None).await?;
+            let expected = base.map(|b| to_i64(b.0)).transpose()?;
+            // The compare-and-swap an install makes: move the pointer only if it still names
+            // the base.
+            let stmt = tx
+                .prepare_cached("UPDATE runs SET active_summary_id = $1 WHERE pk = $2 AND active_summary_id IS NOT DISTINCT FROM $3")
+                .await
+                .map_err(pg)?;
+            let swapped = tx
+                .execute(&stmt, &[&to_i64(id.0)?, &row.pk, &expected])
+                .await
+                .map_err(pg)?;
+            if swapped != 1 {
+                tx.rollback().await.map_err(pg)?;
+                return Ok(Install::Rejected(Rejection::StaleBase {
+                    expected: base,
+                    active: row.active_summary_id,
+                }));
+            }
             tx.commit().await.map_err(pg)?;
-            Ok((run, summary, tail))
+            Ok(Install::Installed(summary))
+        })
+    }
+
+    async fn set_cleared(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        expected: Option<Cleared>,
+        new: Cleared,
+    ) -> Result<SetCleared, Error> {
+        with_client!(self, |client| {
+            // Dropping `tx` without commit rolls back: every early return below writes nothing.
+            let tx = client.transaction().await.map_err(pg)?;
+            find_run(&tx, tenant, run, true).await?;
+            let (pk, current) = load_run(&tx, tenant, run).await?;
+            if current.status != RunStatus::Active {
+                return Ok(SetCleared::Rejected(Rejection::RunNotActive {
+                    status: current.status,
+                }));
+            }
+            if current.cleared != expected {
+                return Ok(SetCleared::Rejected(Rejection::StaleCleared {
+                    expected,
+                    active: current.cleared,
+                }));
+            }
+            if let Some(detail) = codec::check_cleared(current.cleared, new, current.last_seq) {
+                return Ok(SetCleared::Rejected(Rejection::InvalidClear { detail }));
+            }
+            let (seen_through, seen_min) = match expected {
+                Some(c) => (Some(to_i64(c.through.0)?), Some(i64::from(c.min_tokens))),
+                None => (None, None),
+            };
+            // The compare-and-swap on the pair; under the row lock it always matches.
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "UPDATE runs SET cleared_through = $1, cleared_min_tokens = $2
+                     WHERE pk = $3 AND cleared_through IS NOT DISTINCT FROM $4
+                       AND cleared_min_tokens IS NOT DISTINCT FROM $5
+                     RETURNING {RUN_COLUMNS}"
+                ))
+                .await
+                .map_err(pg)?;
+            let updated = tx
+                .query_opt(
+                    &stmt,
+                    &[
+                        &to_i64(new.through.0)?,
+                        &i64::from(new.min_tokens),
+                        &pk,
+                        &seen_through,
+                        &seen_min,
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            let Some(updated) = updated else {
+                tx.rollback().await.map_err(pg)?;
+                return Ok(SetCleared::Rejected(Rejection::StaleCleared {
+                    expected,
+                    active: current.cleared,
+                }));
+            };
+            let updated = run_from_row(&updated)?;
+            tx.commit().await.map_err(pg)?;
+            Ok(SetCleared::Set(updated))
         })
     }
 }

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod compaction;
 mod import;
 mod migrate;
 
@@ -36,15 +37,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
-    Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId, TenantId,
-    Timestamp,
+    Cleared, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary, SummaryId,
+    TenantId, Timestamp,
 };
 use baton_store::codec::{
-    SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
+    self, SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
 use baton_store::{
-    Candidate, Error, Imported, Install, NewEntry, NewImport, NewRun, Reimport, Rejection,
-    RunReport, SearchQuery, Store,
+    Candidate, ContextMeta, ContextParts, Error, Imported, Install, NewEntry, NewImport, NewRun,
+    Reimport, Rejection, RunReport, SearchQuery, SetCleared, Store,
 };
 use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
@@ -275,7 +276,8 @@ fn missing_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<Erro
 }
 
 const RUN_COLUMNS: &str =
-    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at";
+    "id, tenant_id, status, goal, rules, active_summary_id, last_seq, created_at,
+     cleared_through, cleared_min_tokens";
 
 fn run_from_row(r: &rusqlite::Row<'_>) -> Result<Run, Error> {
     let get = |e: rusqlite::Error| Error::backend(e);
@@ -292,7 +294,7 @@ fn run_from_row(r: &rusqlite::Row<'_>) -> Result<Run, Error> {
             .map(|id| to_u64(id, "summary id").map(SummaryId))
             .transpose()?,
         last_seq: Seq(to_u64(r.get(6).map_err(get)?, "last_seq")?),
-        cleared: None,
+        cleared: codec::cleared(r.get(8).map_err(get)?, r.get(9).map_err(get)?)?,
         created_at: Timestamp(r.get(7).map_err(get)?),
     })
 }
@@ -316,7 +318,7 @@ fn load_run_with_pk(
         .query(params![tenant.as_str(), run.as_str()])
         .map_err(sql)?;
     match rows.next().map_err(sql)? {
-        Some(row) => Ok((row.get(8).map_err(sql)?, run_from_row(row)?)),
+        Some(row) => Ok((row.get(10).map_err(sql)?, run_from_row(row)?)),
         None => Err(missing_run(conn, tenant, run)?),
     }
 }
@@ -611,7 +613,7 @@ fn read_tool_window(
     Ok(out)
 }
 
-const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at";
+const SUMMARY_COLUMNS: &str = "s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at, s.meta";
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> Result<Summary, Error> {
     let get = |e: rusqlite::Error| Error::backend(e);
@@ -630,6 +632,7 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> Result<Summary, Error> {
             .map(|p| to_u64(p, "previous id").map(SummaryId))
             .transpose()?,
         claims: body.claims,
+        meta: codec::parse_meta(r.get(6).map_err(get)?, id)?,
         created_at: Timestamp(r.get(5).map_err(get)?),
     })
 }
@@ -931,6 +934,7 @@ impl Store for SqliteStore {
         .map_err(|e| Error::Corrupt {
             what: format!("summary does not serialize: {e}"),
         })?;
+        let meta = codec::meta_json(candidate.meta.as_ref())?;
         let (tenant, run, candidate) = (tenant.clone(), run.clone(), candidate.clone());
         self.write(move |conn| {
             // Dropping `tx` without commit rolls back: every early return below writes nothing.
@@ -944,10 +948,10 @@ impl Store for SqliteStore {
             }
             let base = candidate.base.map(|b| to_i64(b.0)).transpose()?;
             tx.prepare_cached(
-                "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(sql)?
-            .execute(params![row.pk, to_i64(candidate.cut.0)?, base, body, Timestamp::now().0])
+            .execute(params![row.pk, to_i64(candidate.cut.0)?, base, body, Timestamp::now().0, meta])
             .map_err(sql)?;
             let new_id = tx.last_insert_rowid();
             // The compare-and-swap: move the pointer only if it still names the base.
@@ -1041,25 +1045,175 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn context_parts(
+    async fn context_parts(&self, tenant: &TenantId, run: &RunId) -> Result<ContextParts, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            // One read transaction: run, summary, pins and tail come from the same snapshot.
+            let tx = conn.transaction().map_err(sql)?;
+            let (pk, run, summary) = compaction::run_and_summary(&tx, &tenant, &run)?;
+            let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
+            let pinned = compaction::pinned_entries(&tx, pk, coverage)?;
+            let tail = read_entries(&tx, pk, coverage.next(), None)?;
+            Ok(ContextParts {
+                run,
+                summary,
+                pinned,
+                tail,
+            })
+        })
+        .await
+    }
+
+    async fn context_meta(&self, tenant: &TenantId, run: &RunId) -> Result<ContextMeta, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let (pk, run, summary) = compaction::run_and_summary(&tx, &tenant, &run)?;
+            let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
+            Ok(ContextMeta {
+                pinned: compaction::pinned_entries(&tx, pk, coverage)?,
+                pins: compaction::pins(&tx, pk)?,
+                tail: compaction::tail_meta(&tx, pk, coverage)?,
+                run,
+                summary,
+            })
+        })
+        .await
+    }
+
+    async fn pin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            if seq.0 == 0 || seq > row.last_seq {
+                return Err(Error::SeqNotFound {
+                    run,
+                    seq,
+                    last: row.last_seq,
+                });
+            }
+            let added = tx
+                .prepare_cached(
+                    "INSERT INTO pins (run_pk, seq, created_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (run_pk, seq) DO NOTHING",
+                )
+                .map_err(sql)?
+                .execute(params![row.pk, to_i64(seq.0)?, Timestamp::now().0])
+                .map_err(sql)?;
+            tx.commit().map_err(sql)?;
+            Ok(added == 1)
+        })
+        .await
+    }
+
+    async fn unpin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            let removed = tx
+                .prepare_cached("DELETE FROM pins WHERE run_pk = ?1 AND seq = ?2")
+                .map_err(sql)?
+                .execute(params![row.pk, lookup_i64(seq.0)])
+                .map_err(sql)?;
+            tx.commit().map_err(sql)?;
+            Ok(removed == 1)
+        })
+        .await
+    }
+
+    async fn pins(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Seq>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            compaction::pins(&tx, row.pk)
+        })
+        .await
+    }
+
+    async fn activate_summary(
         &self,
         tenant: &TenantId,
         run: &RunId,
-    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error> {
+        id: SummaryId,
+        base: Option<SummaryId>,
+    ) -> Result<Install, Error> {
         let (tenant, run) = (tenant.clone(), run.clone());
-        self.read(move |conn| {
-            // One read transaction: run, summary and tail come from the same snapshot.
-            let tx = conn.transaction().map_err(sql)?;
-            let (pk, run) = load_run_with_pk(&tx, &tenant, &run)?;
-            let summary = match run.active_summary_id {
-                Some(id) => Some(load_summary(&tx, pk, id)?.ok_or_else(|| Error::Corrupt {
-                    what: format!("run {} points at missing summary {id}", run.id),
-                })?),
-                None => None,
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            if row.status != RunStatus::Active {
+                return Ok(Install::Rejected(Rejection::RunNotActive { status: row.status }));
+            }
+            let Some(summary) = load_summary(&tx, row.pk, id)? else {
+                return Ok(Install::Rejected(Rejection::Invalid(
+                    InvalidCandidate::VersionNotInRun { id },
+                )));
             };
-            let from = summary.as_ref().map_or(Seq(1), |s| s.coverage.next());
-            let tail = read_entries(&tx, pk, from, None)?;
-            Ok((run, summary, tail))
+            let base_i64 = base.map(|b| to_i64(b.0)).transpose()?;
+            let swapped = tx
+                .prepare_cached(
+                    "UPDATE runs SET active_summary_id = ?1 WHERE pk = ?2 AND active_summary_id IS ?3",
+                )
+                .map_err(sql)?
+                .execute(params![to_i64(id.0)?, row.pk, base_i64])
+                .map_err(sql)?;
+            if swapped != 1 {
+                return Ok(Install::Rejected(Rejection::StaleBase {
+                    expected: base,
+                    active: row.active_summary_id,
+                }));
+            }
+            tx.commit().map_err(sql)?;
+            Ok(Install::Installed(summary))
+        })
+        .await
+    }
+
+    async fn set_cleared(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        expected: Option<Cleared>,
+        new: Cleared,
+    ) -> Result<SetCleared, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let (pk, current) = load_run_with_pk(&tx, &tenant, &run)?;
+            if current.status != RunStatus::Active {
+                return Ok(SetCleared::Rejected(Rejection::RunNotActive {
+                    status: current.status,
+                }));
+            }
+            if current.cleared != expected {
+                return Ok(SetCleared::Rejected(Rejection::StaleCleared {
+                    expected,
+                    active: current.cleared,
+                }));
+            }
+            if let Some(detail) = codec::check_cleared(current.cleared, new, current.last_seq) {
+                return Ok(SetCleared::Rejected(Rejection::InvalidClear { detail }));
+            }
+            tx.prepare_cached(
+                "UPDATE runs SET cleared_through = ?1, cleared_min_tokens = ?2 WHERE pk = ?3",
+            )
+            .map_err(sql)?
+            .execute(params![to_i64(new.through.0)?, new.min_tokens, pk])
+            .map_err(sql)?;
+            let updated = load_run(&tx, &tenant, &run)?;
+            tx.commit().map_err(sql)?;
+            Ok(SetCleared::Set(updated))
         })
         .await
     }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_search.sql"),
     include_str!("../migrations/0003_import.sql"),
+    include_str!("../migrations/0004_compaction.sql"),
 ];
 
 /// The schema version this build writes.

@@ -87,3 +87,68 @@ pub fn parse_models(json: &str) -> Result<Vec<String>, Error> {
         what: format!("model names {json:?}: {e}"),
     })
 }
+
+/// A run's stored cleared-results setting: both columns set, or neither.
+pub fn cleared(
+    through: Option<i64>,
+    min_tokens: Option<i64>,
+) -> Result<Option<baton_core::Cleared>, Error> {
+    match (through, min_tokens) {
+        (None, None) => Ok(None),
+        (Some(through), Some(min)) => Ok(Some(baton_core::Cleared {
+            through: Seq(to_u64(through, "cleared_through")?),
+            min_tokens: u32::try_from(min).map_err(|_| Error::Corrupt {
+                what: format!("cleared_min_tokens {min}"),
+            })?,
+        })),
+        _ => Err(Error::Corrupt {
+            what: "a run's cleared_through and cleared_min_tokens are not both set".into(),
+        }),
+    }
+}
+
+/// A summary's meta as stored: JSON text, or `NULL`.
+pub fn meta_json(meta: Option<&serde_json::Value>) -> Result<Option<String>, Error> {
+    meta.map(|m| {
+        serde_json::to_string(m).map_err(|e| Error::Corrupt {
+            what: format!("summary meta does not serialize: {e}"),
+        })
+    })
+    .transpose()
+}
+
+/// Reads what [`meta_json`] wrote for summary `id`.
+pub fn parse_meta(
+    json: Option<String>,
+    id: baton_core::SummaryId,
+) -> Result<Option<serde_json::Value>, Error> {
+    json.map(|text| {
+        serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            what: format!("meta of summary {id}: {e}"),
+        })
+    })
+    .transpose()
+}
+
+/// Why a cleared-results setting cannot move from `current` to `new` on a run whose last seq
+/// is `last`, if it cannot: the rules both backends apply inside their transaction.
+pub fn check_cleared(
+    current: Option<baton_core::Cleared>,
+    new: baton_core::Cleared,
+    last: Seq,
+) -> Option<String> {
+    if new.through.0 == 0 || new.through > last {
+        return Some(format!(
+            "through seq {} is not a message of the run (its messages are 1..={last})",
+            new.through
+        ));
+    }
+    match current {
+        Some(c) if new.through < c.through => Some(format!(
+            "through seq {} is before the run's current {}: clearing only moves forward",
+            new.through, c.through
+        )),
+        Some(c) if c == new => Some("the run clears exactly this already".to_owned()),
+        _ => None,
+    }
+}

@@ -23,7 +23,9 @@ use crate::{
     Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchKind, SearchQuery, Store,
 };
 
+mod compaction;
 mod import;
+pub use compaction::*;
 pub use import::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
@@ -72,7 +74,13 @@ macro_rules! conformance_tests {
             subagents_link_to_their_parent_in_either_order,
             imports_are_isolated_by_tenant,
             concurrent_imports_of_one_source_make_one_run,
-            run_report_counts_a_native_run
+            run_report_counts_a_native_run,
+            pinned_messages_stay_in_the_context_whole,
+            context_meta_is_the_tail_without_bodies,
+            versions_activate_backwards_and_forwards_by_compare_and_swap,
+            concurrent_activations_on_one_base_have_one_winner,
+            cleared_results_move_forward_by_compare_and_swap,
+            a_versions_meta_is_kept_as_given
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {
@@ -235,6 +243,7 @@ pub async fn tenants_are_isolated(h: &dyn Harness) {
                 base: None,
                 cut: Seq(1),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -259,6 +268,7 @@ pub async fn tenants_are_isolated(h: &dyn Harness) {
         base: Some(sid),
         cut: Seq(1),
         claims: vec![],
+        meta: None,
     };
     assert!(not_found(
         store.install_summary(&b, &run, &c).await.unwrap_err()
@@ -424,6 +434,7 @@ pub async fn seed_scenario_stale_base_is_rejected(h: &dyn Harness) {
                 base: None,
                 cut: Seq(2),
                 claims: initial.clone(),
+                meta: None,
             },
         )
         .await,
@@ -451,6 +462,7 @@ pub async fn seed_scenario_stale_base_is_rejected(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(4),
                 claims: a,
+                meta: None,
             },
         )
         .await,
@@ -463,6 +475,7 @@ pub async fn seed_scenario_stale_base_is_rejected(h: &dyn Harness) {
             base: Some(base),
             cut: Seq(3),
             claims: b,
+            meta: None,
         },
     )
     .await
@@ -529,6 +542,7 @@ pub async fn first_summary_needs_base_none(h: &dyn Harness) {
                 base: None,
                 cut: Seq(1),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -542,6 +556,7 @@ pub async fn first_summary_needs_base_none(h: &dyn Harness) {
             base: None,
             cut: Seq(2),
             claims: vec![],
+            meta: None,
         },
     )
     .await
@@ -577,6 +592,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: None,
                 cut: Seq(2),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -590,6 +606,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: None,
                 cut: Seq(1),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -603,6 +620,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(9),
                 claims: ok(1),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::CutNotFound { .. }),
         ),
@@ -611,6 +629,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(2),
                 claims: ok(1),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::CutNotBeyondBase { .. }),
         ),
@@ -619,6 +638,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(1),
                 claims: ok(1),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::CutNotBeyondBase { .. }),
         ),
@@ -627,6 +647,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(3),
                 claims: ok(4),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::SourceAfterCut { .. }),
         ),
@@ -636,6 +657,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(4),
                 claims: ok(7),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::SourceNotFound { .. }),
         ),
@@ -644,6 +666,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(4),
                 claims: ok(0),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::SourceNotFound { .. }),
         ),
@@ -652,6 +675,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(other_base),
                 cut: Seq(4),
                 claims: ok(1),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::BaseNotInRun { .. }),
         ),
@@ -660,6 +684,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(SummaryId(987_654)),
                 cut: Seq(4),
                 claims: ok(1),
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::BaseNotInRun { .. }),
         ),
@@ -668,6 +693,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(4),
                 claims: vec![claim(ClaimKind::Note, " ", 1)],
+                meta: None,
             },
             |e| matches!(e, InvalidCandidate::EmptyText { .. }),
         ),
@@ -693,6 +719,7 @@ pub async fn invalid_candidates_write_nothing(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(4),
                 claims: ok(1),
+                meta: None,
             },
         )
         .await,
@@ -725,6 +752,7 @@ pub async fn unsafe_cut_is_refused(h: &dyn Harness) {
                 base: None,
                 cut: Seq(2),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -748,6 +776,7 @@ pub async fn unsafe_cut_is_refused(h: &dyn Harness) {
                 base: None,
                 cut: Seq(3),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -771,6 +800,7 @@ pub async fn install_on_cancelled_run_is_refused(h: &dyn Harness) {
             base: None,
             cut: Seq(1),
             claims: vec![],
+            meta: None,
         },
     )
     .await
@@ -802,6 +832,7 @@ pub async fn concurrent_installs_on_one_base_have_one_winner(h: &dyn Harness) {
                 base: None,
                 cut: Seq(1),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -817,6 +848,7 @@ pub async fn concurrent_installs_on_one_base_have_one_winner(h: &dyn Harness) {
                 base: Some(base),
                 cut: Seq(2 + i),
                 claims: vec![claim(ClaimKind::Note, "contender", 1 + i)],
+                meta: None,
             };
             store.install_summary(&t, &run, &c).await.unwrap()
         }));
@@ -921,6 +953,7 @@ pub async fn context_reads_summary_and_tail(h: &dyn Harness) {
                 base: None,
                 cut: Seq(4),
                 claims: vec![claim(ClaimKind::Goal, "ship it", 1)],
+                meta: None,
             },
         )
         .await,
@@ -967,6 +1000,7 @@ pub async fn context_flags_orphan_tool_results(h: &dyn Harness) {
                 base: None,
                 cut: Seq(1),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -981,6 +1015,7 @@ pub async fn context_flags_orphan_tool_results(h: &dyn Harness) {
                 base: None,
                 cut: Seq(2),
                 claims: vec![],
+                meta: None,
             },
         )
         .await,
@@ -1293,6 +1328,7 @@ pub async fn search_recalls_messages_a_summary_covers(h: &dyn Harness) {
                 base: None,
                 cut: Seq(4),
                 claims: vec![claim(ClaimKind::Verified, "the resolver timeout is 5 s", 3)],
+                meta: None,
             },
         )
         .await,

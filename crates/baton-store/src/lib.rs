@@ -28,7 +28,7 @@
 //! let seqs = store
 //!     .append(&tenant, &run.id, &[NewEntry::estimated(Message::text(Role::User, "read-only, please"))])
 //!     .await?;
-//! let candidate = Candidate { base: None, cut: seqs[0], claims: vec![] };
+//! let candidate = Candidate { base: None, cut: seqs[0], claims: vec![], meta: None };
 //! match store.install_summary(&tenant, &run.id, &candidate).await? {
 //!     Install::Installed(summary) => println!("installed {}", summary.id),
 //!     Install::Rejected(why) => println!("rejected: {why}"),
@@ -44,8 +44,8 @@ pub mod search;
 use async_trait::async_trait;
 use baton_core::units::ProtocolEvents;
 use baton_core::{
-    Claim, Context, Entry, InvalidCandidate, Message, Run, RunId, RunStatus, Seq, Summary,
-    SummaryId, TenantId, tokens,
+    Claim, Cleared, Context, Entry, EntryMeta, InvalidCandidate, Message, Run, RunId, RunStatus,
+    Seq, Summary, SummaryId, TenantId, tokens,
 };
 
 pub use import::{
@@ -121,12 +121,53 @@ pub trait Store: Send + Sync {
     /// One summary version, if it belongs to one of the tenant's runs.
     async fn summary(&self, tenant: &TenantId, id: SummaryId) -> Result<Summary, Error>;
 
-    /// The run's active summary (if any) and every entry after its coverage.
-    async fn context_parts(
+    /// The run's active summary (if any), the pinned entries it covers, and every entry after
+    /// its coverage, from one snapshot.
+    async fn context_parts(&self, tenant: &TenantId, run: &RunId) -> Result<ContextParts, Error>;
+
+    /// What planning a compaction reads, from one snapshot: the run, its active summary, the
+    /// pinned entries the summary covers, every pinned seq, and the tail after the coverage as
+    /// [`EntryMeta`] (seq, stored tokens, tool-call ids) without message bodies, so its cost
+    /// follows the tail and not the history.
+    async fn context_meta(&self, tenant: &TenantId, run: &RunId) -> Result<ContextMeta, Error>;
+
+    /// Pins the message at `seq`: every strategy keeps it (context assembly carries it whole
+    /// when a summary covers it), and claims citing it are carried into every later version.
+    /// Returns `false` when it was pinned already. Fails with [`Error::SeqNotFound`] for a seq
+    /// the run does not have.
+    async fn pin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error>;
+
+    /// Unpins the message at `seq`; returns `false` when it was not pinned.
+    async fn unpin(&self, tenant: &TenantId, run: &RunId, seq: Seq) -> Result<bool, Error>;
+
+    /// The run's pinned seqs, in order.
+    async fn pins(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Seq>, Error>;
+
+    /// Makes an earlier (or later) version of the run's summary the active one, by
+    /// compare-and-swap on the same pointer an install moves: the pointer moves only if it
+    /// still names `base`. History is untouched; the version's coverage may be lower than the
+    /// current one's (a rollback), and the messages after it come back into the context.
+    /// Rejected, writing nothing, when `base` is stale, when `id` is not a version of this run
+    /// ([`InvalidCandidate::VersionNotInRun`]) or the run is not active.
+    async fn activate_summary(
         &self,
         tenant: &TenantId,
         run: &RunId,
-    ) -> Result<(Run, Option<Summary>, Vec<Entry>), Error>;
+        id: SummaryId,
+        base: Option<SummaryId>,
+    ) -> Result<Install, Error>;
+
+    /// Sets which old tool results the run's context shows as a stub (the `clear-tool-results`
+    /// strategy), by compare-and-swap: only if the run's current setting is `expected`, and only
+    /// forward (`new.through` at least the current one's, and a seq of the run). Rejected,
+    /// writing nothing, with [`Rejection::StaleCleared`] or [`Rejection::InvalidClear`].
+    async fn set_cleared(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        expected: Option<Cleared>,
+        new: Cleared,
+    ) -> Result<SetCleared, Error>;
 
     /// Recall: the run's original entries (full messages as stored, whether or not a summary
     /// covers them) whose text of `query.kind` (every kind when `None`) contains
@@ -180,10 +221,16 @@ pub trait Store: Send + Sync {
     /// counts over its history, from one snapshot.
     async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error>;
 
-    /// The assembled context of the run: rules, goal, active summary, tail.
+    /// The assembled context of the run: rules, goal, active summary, pinned messages it
+    /// covers, tail.
     async fn context(&self, tenant: &TenantId, run: &RunId) -> Result<Context, Error> {
-        let (run, summary, tail) = self.context_parts(tenant, run).await?;
-        Ok(baton_core::context::assemble(&run, summary.as_ref(), tail))
+        let parts = self.context_parts(tenant, run).await?;
+        Ok(baton_core::context::assemble_pinned(
+            &parts.run,
+            parts.summary.as_ref(),
+            parts.tail,
+            parts.pinned,
+        ))
     }
 }
 
@@ -238,6 +285,61 @@ pub struct Candidate {
     pub cut: Seq,
     /// Its claims; every `source_seq` must exist in the run at or before `cut`.
     pub claims: Vec<Claim>,
+    /// What made it (the compaction's strategy, sizes, retention audit…), kept with the version
+    /// as given and shown by `summary show`; the store does not interpret it.
+    pub meta: Option<serde_json::Value>,
+}
+
+/// What [`Store::context_parts`] reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextParts {
+    /// The run.
+    pub run: Run,
+    /// Its active summary.
+    pub summary: Option<Summary>,
+    /// The pinned entries the summary covers, in order.
+    pub pinned: Vec<Entry>,
+    /// Every entry after the summary's coverage, in order.
+    pub tail: Vec<Entry>,
+}
+
+/// What [`Store::context_meta`] reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextMeta {
+    /// The run.
+    pub run: Run,
+    /// Its active summary.
+    pub summary: Option<Summary>,
+    /// The pinned entries the summary covers, in order.
+    pub pinned: Vec<Entry>,
+    /// Every pinned seq of the run, in order.
+    pub pins: Vec<Seq>,
+    /// The entries after the summary's coverage, without bodies, in order.
+    pub tail: Vec<EntryMeta>,
+}
+
+impl ContextMeta {
+    /// Tokens of the context besides the tail: rules, goal, the summary's claims and the pinned
+    /// entries it covers, as context assembly renders them.
+    pub fn fixed_tokens(&self) -> u64 {
+        baton_core::context::assemble_pinned(
+            &self.run,
+            self.summary.as_ref(),
+            Vec::new(),
+            self.pinned.clone(),
+        )
+        .tokens
+    }
+}
+
+/// The outcome of [`Store::set_cleared`].
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum SetCleared {
+    /// The run now clears as asked.
+    Set(Run),
+    /// Nothing was written.
+    Rejected(Rejection),
 }
 
 /// The outcome of an install.
@@ -271,6 +373,30 @@ pub enum Rejection {
         /// The run's status.
         status: RunStatus,
     },
+    /// The run's cleared-results setting is no longer the one the caller saw.
+    #[error("stale setting: the caller saw {}, but the run clears {}", fmt_cleared(*.expected), fmt_cleared(*.active))]
+    StaleCleared {
+        /// What the caller saw.
+        expected: Option<Cleared>,
+        /// What the run has now.
+        active: Option<Cleared>,
+    },
+    /// A cleared-results setting that goes backwards or names no message of the run.
+    #[error("invalid setting: {detail}")]
+    InvalidClear {
+        /// What is wrong with it.
+        detail: String,
+    },
+}
+
+fn fmt_cleared(c: Option<Cleared>) -> String {
+    match c {
+        Some(c) => format!(
+            "tool results through seq {} of {} tokens or more",
+            c.through, c.min_tokens
+        ),
+        None => "nothing".to_owned(),
+    }
 }
 
 fn fmt_base(id: Option<SummaryId>) -> String {
@@ -301,6 +427,16 @@ pub enum Error {
     SummaryNotFound {
         /// The summary named.
         id: SummaryId,
+    },
+    /// The run has no message at this seq.
+    #[error("run \"{run}\" has no message {seq} (its messages are 1..={last})")]
+    SeqNotFound {
+        /// The run.
+        run: RunId,
+        /// The seq named.
+        seq: Seq,
+        /// The run's last seq.
+        last: Seq,
     },
     /// A run with this id already exists for the tenant.
     #[error("run \"{run}\" already exists")]

@@ -18,3 +18,4 @@ mod seed;
 mod support;
 mod tidy;
 mod tokens;
+mod versions;
