@@ -64,6 +64,15 @@ pub enum Command {
     Summary(SummaryCommand),
     /// Print the context the next model call would receive.
     Context(RunArg),
+    /// Compact a run now: the strategy plans, the summary is written and checked, and installed
+    /// by compare-and-swap (history is untouched).
+    Compact(CompactArgs),
+    /// Re-walk a run step by step under each strategy, offline, and compare what each sends,
+    /// keeps and costs.
+    Replay(ReplayArgs),
+    /// Reports over a run.
+    #[command(subcommand)]
+    Report(ReportCommand),
     /// Pin messages: no compaction ever drops them, and the context carries them whole; with
     /// no seq, list the run's pins.
     Pin(PinArgs),
@@ -252,6 +261,115 @@ pub struct ActivateArgs {
     /// The run's active version as you saw it: its id, or `none`.
     #[arg(long, value_name = "CURRENT|none")]
     pub base: String,
+}
+
+/// The strategy options `compact`, `replay` and `report growth` share. A `--config` file's
+/// `[compaction]` section comes first; these flags override it.
+#[derive(Debug, Args, Default)]
+pub struct StrategyOpts {
+    /// A TOML file with a `[compaction]` section (strategy, its settings, `[compaction.trigger]`)
+    /// and optionally `prices = "FILE"`.
+    #[arg(long, env = "BATON_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// `sliding`: messages to keep.
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<usize>,
+    /// `budget`: the most tokens the context may hold.
+    #[arg(long, value_name = "TOKENS")]
+    pub max_tokens: Option<u64>,
+    /// `budget`: how far it cuts once over `--max-tokens` (default three quarters of it).
+    #[arg(long, value_name = "TOKENS")]
+    pub target_tokens: Option<u64>,
+    /// `clear-tool-results`, `summarize`, `structured`: messages at the end kept whole.
+    #[arg(long, value_name = "N")]
+    pub keep_recent: Option<usize>,
+    /// `clear-tool-results`: tool-result messages smaller than this stay whole.
+    #[arg(long, value_name = "TOKENS")]
+    pub min_tokens: Option<u32>,
+    /// `summarize`, `structured`: context tokens at which they compact.
+    #[arg(long, value_name = "TOKENS")]
+    pub threshold: Option<u64>,
+    /// `summarize`: what the summary must keep.
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    /// A price table (TOML) instead of the built-in one, for the cost-aware trigger.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+/// Arguments of `compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The run.
+    pub run: String,
+    /// The strategy: none, sliding, budget, clear-tool-results, summarize, structured (default:
+    /// the config's, else none).
+    #[arg(long, short)]
+    pub strategy: Option<String>,
+    /// Strategy settings.
+    #[command(flatten)]
+    pub opts: StrategyOpts,
+    /// Show what it would do, and install nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Skip the trigger's threshold, loop guard and cost check (the checks on the written
+    /// summary still apply).
+    #[arg(long)]
+    pub force: bool,
+    /// Append one JSON line per compaction to this file (the logging decorator).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+/// Arguments of `replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The run.
+    pub run: String,
+    /// The strategies to compare, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,sliding,budget,clear-tool-results,structured"
+    )]
+    pub strategies: Vec<String>,
+    /// Consider compacting every N model calls.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub every: usize,
+    /// The token budget the strategies hold the context to: `budget`'s maximum and the
+    /// `summarize`/`structured` threshold, unless set otherwise.
+    #[arg(long, default_value_t = 32_000, value_name = "TOKENS")]
+    pub budget: u64,
+    /// Strategy settings.
+    #[command(flatten)]
+    pub opts: StrategyOpts,
+}
+
+/// `baton report …`
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Per step, the input tokens of the full transcript against the compacted context, the
+    /// totals, and an SVG chart.
+    Growth(GrowthArgs),
+}
+
+/// Arguments of `report growth`.
+#[derive(Debug, Args)]
+pub struct GrowthArgs {
+    /// The run.
+    pub run: String,
+    /// The strategy the compacted figures come from.
+    #[arg(long, short, default_value = "structured")]
+    pub strategy: String,
+    /// The token budget (as for `replay`).
+    #[arg(long, default_value_t = 32_000, value_name = "TOKENS")]
+    pub budget: u64,
+    /// Write the chart here (an SVG a browser opens).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Strategy settings.
+    #[command(flatten)]
+    pub opts: StrategyOpts,
 }
 
 /// Arguments of `pin`.

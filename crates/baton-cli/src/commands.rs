@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::args::{
     ActivateArgs, AppendArgs, Cli, Command, CreateRunArgs, DiffArgs, HistoryArgs, InstallArgs,
-    PinArgs, RecallArgs, RecallKind, RunsCommand, SummaryCommand, UnpinArgs,
+    PinArgs, RecallArgs, RecallKind, ReportCommand, RunsCommand, SummaryCommand, UnpinArgs,
 };
 use crate::exit::InvalidInput;
 
@@ -192,6 +192,11 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
         Command::Summary(SummaryCommand::Diff(args)) => diff_summaries(&env, args, out).await,
         Command::Summary(SummaryCommand::Activate(args)) => activate(&env, args, out).await,
+        Command::Compact(args) => crate::compaction::compact(&env, args, out).await,
+        Command::Replay(args) => crate::compaction::replay_run(&env, args, out).await,
+        Command::Report(ReportCommand::Growth(args)) => {
+            crate::compaction::growth(&env, args, out).await
+        }
         Command::Pin(args) => pin(&env, args, out).await,
         Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,

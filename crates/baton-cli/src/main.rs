@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod compaction;
 mod demo;
 mod exit;
 mod import;

@@ -10,6 +10,7 @@
 )]
 
 mod bad_input;
+mod compaction;
 mod import;
 mod json_contract;
 mod race;

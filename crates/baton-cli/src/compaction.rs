@@ -1,0 +1,461 @@
+//! `baton compact`, `baton replay` and `baton report growth`: compaction through the runtime,
+//! offline replays of recorded runs, and the growth report.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow};
+use baton_compact::audit::{Retention, Share};
+use baton_compact::config::CompactionConfig;
+use baton_compact::growth::{Growth, svg};
+use baton_compact::replay::{Replay, ReplayReport, replay};
+use baton_compact::strategies::{Budget, ClearToolResults, Sliding, Structured, Summarize};
+use baton_compact::{Offline, Strategy};
+use baton_core::prices::PriceTable;
+use baton_core::{RunId, Seq};
+use baton_runtime::{Compactor, Outcome};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::args::{CompactArgs, GrowthArgs, ReplayArgs, StrategyOpts};
+use crate::commands::{Env, print_json};
+use crate::exit::InvalidInput;
+
+/// A `--config` file: the `[compaction]` section and where prices come from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    compaction: Option<CompactionConfig>,
+    #[serde(default)]
+    prices: Option<std::path::PathBuf>,
+}
+
+/// The configuration the options describe: the file's `[compaction]`, then the flags; and the
+/// price table.
+fn configure(
+    strategy: Option<&str>,
+    opts: &StrategyOpts,
+    budget: Option<u64>,
+) -> anyhow::Result<(CompactionConfig, PriceTable)> {
+    let file = match &opts.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--config: reading {}", path.display()))?;
+            toml::from_str::<ConfigFile>(&text).map_err(|e| {
+                InvalidInput(format!(
+                    "{}: {}",
+                    path.display(),
+                    e.to_string().trim_end().replace('\n', " ")
+                ))
+            })?
+        }
+        None => ConfigFile::default(),
+    };
+    let mut config = file.compaction.unwrap_or_default();
+    if let Some(name) = strategy {
+        config.strategy = name.to_owned();
+    }
+    if let Some(budget) = budget {
+        config.budget.get_or_insert_with(Budget::default).max_tokens = budget;
+        config
+            .summarize
+            .get_or_insert_with(Summarize::default)
+            .threshold = budget;
+        config
+            .structured
+            .get_or_insert_with(Structured::default)
+            .threshold = budget;
+    }
+    if let Some(n) = opts.keep_last {
+        config
+            .sliding
+            .get_or_insert_with(Sliding::default)
+            .keep_last = n;
+    }
+    if let Some(n) = opts.max_tokens {
+        config.budget.get_or_insert_with(Budget::default).max_tokens = n;
+    }
+    if let Some(n) = opts.target_tokens {
+        config
+            .budget
+            .get_or_insert_with(Budget::default)
+            .target_tokens = Some(n);
+    }
+    if let Some(n) = opts.keep_recent {
+        config
+            .clear_tool_results
+            .get_or_insert_with(ClearToolResults::default)
+            .keep_recent = n;
+        config
+            .summarize
+            .get_or_insert_with(Summarize::default)
+            .keep_recent = n;
+        config
+            .structured
+            .get_or_insert_with(Structured::default)
+            .keep_recent = n;
+    }
+    if let Some(n) = opts.min_tokens {
+        config
+            .clear_tool_results
+            .get_or_insert_with(ClearToolResults::default)
+            .min_tokens = n;
+    }
+    if let Some(n) = opts.threshold {
+        config
+            .summarize
+            .get_or_insert_with(Summarize::default)
+            .threshold = n;
+        config
+            .structured
+            .get_or_insert_with(Structured::default)
+            .threshold = n;
+    }
+    if let Some(text) = &opts.instructions {
+        config
+            .summarize
+            .get_or_insert_with(Summarize::default)
+            .instructions = Some(text.clone());
+    }
+    let prices_file = opts.prices.as_deref().or(file.prices.as_deref());
+    let prices = match prices_file {
+        Some(path) => load_prices(path)?,
+        None => PriceTable::defaults(),
+    };
+    Ok((config, prices))
+}
+
+fn load_prices(path: &Path) -> anyhow::Result<PriceTable> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--prices: reading {}", path.display()))?;
+    PriceTable::parse(&text).map_err(|e| InvalidInput(format!("{}: {e}", path.display())).into())
+}
+
+fn build(config: &CompactionConfig) -> anyhow::Result<Arc<dyn Strategy>> {
+    config
+        .build()
+        .map_err(|e| InvalidInput(e.to_string()).into())
+}
+
+fn pct(before: u64, after: u64) -> f64 {
+    100.0 * before.saturating_sub(after) as f64 / before.max(1) as f64
+}
+
+fn share(s: &Share) -> String {
+    match s.ratio() {
+        Some(r) => format!("{}/{} ({:.0}%)", s.kept, s.total, 100.0 * r),
+        None => "-".to_owned(),
+    }
+}
+
+fn retention_line(r: &Retention) -> String {
+    format!(
+        "paths {}, commands {}, urls {}, numbers {}",
+        share(&r.paths),
+        share(&r.commands),
+        share(&r.urls),
+        share(&r.numbers)
+    )
+}
+
+/// Runs `baton compact`.
+pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = RunId::new(&args.run)?;
+    let (mut config, prices) = configure(args.strategy.as_deref(), &args.opts, None)?;
+    if let Some(log) = &args.log {
+        config.log = Some(log.clone());
+    }
+    let strategy = build(&config)?;
+    let compactor = Compactor {
+        strategy: &*strategy,
+        summarizer: &Offline,
+        trigger: &config.trigger,
+        prices: &prices,
+        force: args.force,
+        dry_run: args.dry_run,
+    };
+    let outcome = baton_runtime::compact(&*env.store, &env.tenant, &run, &compactor).await?;
+    let name = strategy.name();
+    match outcome {
+        Outcome::Kept(keep) => {
+            if env.json {
+                return print_json(
+                    out,
+                    &json!({"outcome": "kept", "strategy": name, "reason": keep}),
+                );
+            }
+            writeln!(out, "run {run}: nothing to compact with {name}: {keep}")?;
+        }
+        Outcome::Refused {
+            plan,
+            reason,
+            tokens_before,
+            tokens_after,
+        } => {
+            if env.json {
+                return print_json(
+                    out,
+                    &json!({"outcome": "refused", "strategy": name, "plan": plan, "reason": reason,
+                            "tokens_before": tokens_before, "tokens_after": tokens_after}),
+                );
+            }
+            writeln!(
+                out,
+                "run {run}: {name} would {plan} ({tokens_before} → {tokens_after} tokens) but did not: {reason}"
+            )?;
+            if !args.force {
+                writeln!(
+                    out,
+                    "  (--force skips the trigger's threshold, loop guard and cost check)"
+                )?;
+            }
+        }
+        Outcome::Planned { compaction, claims } => {
+            if env.json {
+                let mut value = serde_json::to_value(&compaction)?;
+                if let Some(map) = value.as_object_mut() {
+                    map.insert("outcome".into(), json!("planned"));
+                    map.insert("claims".into(), json!(claims));
+                }
+                return print_json(out, &value);
+            }
+            print_compaction(out, &run, &compaction, "would compact")?;
+            for c in &claims {
+                writeln!(
+                    out,
+                    "  {:<15} [seq {}] {}",
+                    c.kind.as_str(),
+                    c.source_seq,
+                    c.text
+                )?;
+            }
+            writeln!(out, "(dry run: nothing installed)")?;
+        }
+        Outcome::Compacted(compaction) => {
+            if env.json {
+                let mut value = serde_json::to_value(&compaction)?;
+                if let Some(map) = value.as_object_mut() {
+                    map.insert("outcome".into(), json!("compacted"));
+                }
+                return print_json(out, &value);
+            }
+            print_compaction(out, &run, &compaction, "compacted")?;
+        }
+        Outcome::Conflict(why) => {
+            return Err(anyhow::Error::new(why).context(format!(
+                "compact run {run}: another writer moved the run first; nothing was written"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn print_compaction(
+    out: &mut dyn Write,
+    run: &RunId,
+    c: &baton_compact::Compaction,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let what = match c.cut {
+        Some(cut) => format!("messages through seq {cut}"),
+        None => "old tool results".to_owned(),
+    };
+    writeln!(
+        out,
+        "run {run}: {verb} {what} with {} ({}): {} → {} tokens (-{:.1}%), {} → {} messages in the context",
+        c.strategy,
+        c.plan,
+        c.tokens_before,
+        c.tokens_after,
+        pct(c.tokens_before, c.tokens_after),
+        c.messages_before,
+        c.messages_after
+    )?;
+    if let Some(id) = c.summary_id {
+        writeln!(
+            out,
+            "  summary {id} ({} tokens of claims)",
+            c.summary_tokens
+        )?;
+    }
+    if let Some(r) = &c.retention {
+        writeln!(
+            out,
+            "  still reachable from the dropped part: {}",
+            retention_line(r)
+        )?;
+    }
+    Ok(())
+}
+
+/// The run's whole history and the tokens its rules and goal take in every context.
+async fn recorded(env: &Env, run: &RunId) -> anyhow::Result<(Vec<baton_core::Entry>, u64)> {
+    let record = env.store.run(&env.tenant, run).await?;
+    let entries = env.store.read_range(&env.tenant, run, Seq(1), None).await?;
+    let fixed = baton_core::context::assemble(&record, None, Vec::new()).tokens;
+    Ok((entries, fixed))
+}
+
+fn replay_json(r: &ReplayReport, none_total: Option<u64>) -> serde_json::Value {
+    let ratio = |s: &Share| s.ratio();
+    json!({
+        "strategy": r.strategy,
+        "total_input_tokens": r.total_input_tokens,
+        "full_input_tokens": r.total_full_tokens,
+        "reduction": none_total.map(|n| n as f64 / r.total_input_tokens.max(1) as f64),
+        "peak_context_tokens": r.peak_context_tokens,
+        "steps": r.steps.len(),
+        "compactions": r.compactions,
+        "refused": r.refused,
+        "summary_tokens": r.summary_tokens,
+        "constraint_probes": {"kept": r.probes.constraints.kept, "total": r.probes.constraints.total},
+        "finding_probes": {"kept": r.probes.findings.kept, "total": r.probes.findings.total},
+        "source_probes": {"kept": r.probes.sources.kept, "total": r.probes.sources.total},
+        "retention": {
+            "paths": ratio(&r.retention.paths),
+            "commands": ratio(&r.retention.commands),
+            "urls": ratio(&r.retention.urls),
+            "numbers": ratio(&r.retention.numbers),
+        },
+        "duration_ms": r.duration.as_secs_f64() * 1000.0,
+    })
+}
+
+/// Runs `baton replay`.
+pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = RunId::new(&args.run)?;
+    if args.every == 0 {
+        return Err(InvalidInput("--every 0: expected 1 or more model calls".into()).into());
+    }
+    let (entries, fixed) = recorded(env, &run).await?;
+    let mut reports = Vec::new();
+    for name in &args.strategies {
+        let (config, prices) = configure(Some(name), &args.opts, Some(args.budget))?;
+        let strategy = build(&config)?;
+        let mut how = Replay::new(run.clone(), strategy);
+        how.trigger = config.trigger.clone();
+        how.every = args.every;
+        how.fixed_tokens = fixed;
+        how.prices = prices;
+        reports.push(replay(&entries, &how));
+    }
+    let none_total = reports
+        .iter()
+        .find(|r| r.strategy == "none")
+        .map(|r| r.total_input_tokens);
+    if env.json {
+        let strategies: Vec<_> = reports.iter().map(|r| replay_json(r, none_total)).collect();
+        return print_json(
+            out,
+            &json!({"run": run, "messages": entries.len(), "budget": args.budget, "every": args.every, "strategies": strategies}),
+        );
+    }
+    writeln!(
+        out,
+        "run {run}: {} messages, {} model calls, budget {} tokens",
+        entries.len(),
+        reports.first().map_or(0, |r| r.steps.len()),
+        args.budget
+    )?;
+    writeln!(
+        out,
+        "{:<20} {:>14} {:>8} {:>11} {:>7} {:>8} {:>11} {:>11} {:>11}",
+        "strategy",
+        "input tokens",
+        "vs none",
+        "peak",
+        "compact",
+        "summary",
+        "constraints",
+        "paths",
+        "commands"
+    )?;
+    for r in &reports {
+        let vs = none_total
+            .map(|n| format!("{:.1}×", n as f64 / r.total_input_tokens.max(1) as f64))
+            .unwrap_or_else(|| "-".to_owned());
+        writeln!(
+            out,
+            "{:<20} {:>14} {:>8} {:>11} {:>7} {:>8} {:>11} {:>11} {:>11}",
+            r.strategy,
+            r.total_input_tokens,
+            vs,
+            r.peak_context_tokens,
+            r.compactions,
+            r.summary_tokens,
+            format!(
+                "{}/{}",
+                r.probes.constraints.kept, r.probes.constraints.total
+            ),
+            share_pct(&r.retention.paths),
+            share_pct(&r.retention.commands),
+        )?;
+    }
+    Ok(())
+}
+
+fn share_pct(s: &Share) -> String {
+    s.ratio()
+        .map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", 100.0 * r))
+}
+
+/// Runs `baton report growth`.
+pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = RunId::new(&args.run)?;
+    let (entries, fixed) = recorded(env, &run).await?;
+    let (config, prices) = configure(Some(&args.strategy), &args.opts, Some(args.budget))?;
+    let strategy = build(&config)?;
+    let mut how = Replay::new(run.clone(), strategy);
+    how.trigger = config.trigger.clone();
+    how.fixed_tokens = fixed;
+    how.prices = prices;
+    let report = replay(&entries, &how);
+    let growth = Growth::of(&report.strategy, &report.steps);
+    if let Some(path) = &args.svg {
+        std::fs::write(path, svg(&growth))
+            .with_context(|| format!("--svg: writing {}", path.display()))?;
+    }
+    if env.json {
+        return print_json(out, &serde_json::to_value(&growth)?);
+    }
+    writeln!(
+        out,
+        "run {run}: input tokens per model call, full transcript vs {}",
+        growth.strategy
+    )?;
+    writeln!(
+        out,
+        "{:>6} {:>8} {:>14} {:>14}  ",
+        "step", "seq", "full", "compacted"
+    )?;
+    let (mut full, mut ctx) = (0u64, 0u64);
+    for (i, s) in growth.steps.iter().enumerate() {
+        full += s.full_tokens;
+        ctx += s.context_tokens;
+        writeln!(
+            out,
+            "{:>6} {:>8} {:>14} {:>14}{}",
+            i + 1,
+            s.seq,
+            s.full_tokens,
+            s.context_tokens,
+            if s.compacted { "  ← compacted" } else { "" }
+        )?;
+    }
+    writeln!(
+        out,
+        "total  {:>8} {:>14} {:>14}  ({:.1}× fewer input tokens)",
+        "", full, ctx, growth.ratio
+    )?;
+    if let Some(path) = &args.svg {
+        writeln!(out, "chart written to {}", path.display())?;
+    }
+    if growth.steps.is_empty() {
+        return Err(anyhow!(
+            "run {run} has no model calls (assistant messages) to replay"
+        ));
+    }
+    Ok(())
+}

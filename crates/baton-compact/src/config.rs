@@ -1,0 +1,123 @@
+//! Choosing a strategy with one line of configuration, and building it: the `[compaction]`
+//! section of `baton.toml` (parsed by the binary; this crate only defines its shape).
+//!
+//! ```toml
+//! [compaction]
+//! strategy = "sliding"          # none | sliding | budget | clear-tool-results | summarize | structured
+//! log = "compactions.jsonl"     # optional: wrap the strategy in `Logged`
+//!
+//! [compaction.sliding]
+//! keep_last = 20
+//! ```
+//!
+//! Each strategy's own table is optional and takes only that strategy's fields; a missing field
+//! takes the strategy's default. [`CompactionConfig::build`] checks the name and returns the
+//! strategy ready to use.
+//!
+//! ```
+//! use baton_compact::config::CompactionConfig;
+//! let config: CompactionConfig = serde_json::from_str(r#"{"strategy": "budget", "budget": {"max_tokens": 8000}}"#)?;
+//! assert_eq!(config.build()?.name(), "budget");
+//! let err = serde_json::from_str::<CompactionConfig>(r#"{"strategy": "slidng"}"#)?.build().err().unwrap();
+//! assert_eq!(err.to_string(), r#"compaction.strategy = "slidng": expected one of none, sliding, budget, clear-tool-results, summarize, structured"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::strategies::{Budget, ClearToolResults, NoCompaction, Sliding, Structured, Summarize};
+use crate::trigger::Trigger;
+use crate::{Logged, Strategy};
+
+/// Every strategy name, in the order errors list them.
+pub const STRATEGIES: [&str; 6] = [
+    "none",
+    "sliding",
+    "budget",
+    "clear-tool-results",
+    "summarize",
+    "structured",
+];
+
+/// The `[compaction]` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Which strategy: one of [`STRATEGIES`]. Default `none`.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    /// When given, every compaction that changed something is logged to this file.
+    #[serde(default)]
+    pub log: Option<PathBuf>,
+    /// `sliding`'s settings.
+    #[serde(default)]
+    pub sliding: Option<Sliding>,
+    /// `budget`'s settings.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// `clear-tool-results`' settings.
+    #[serde(default, rename = "clear-tool-results")]
+    pub clear_tool_results: Option<ClearToolResults>,
+    /// `summarize`'s settings.
+    #[serde(default)]
+    pub summarize: Option<Summarize>,
+    /// `structured`'s settings.
+    #[serde(default)]
+    pub structured: Option<Structured>,
+    /// When compaction runs and when it is refused.
+    #[serde(default)]
+    pub trigger: Trigger,
+}
+
+fn default_strategy() -> String {
+    "none".to_owned()
+}
+
+/// A configuration that names no strategy this build knows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The strategy name is not one of [`STRATEGIES`].
+    #[error("compaction.strategy = {name:?}: expected one of {}", .known.join(", "))]
+    UnknownStrategy {
+        /// The name given.
+        name: String,
+        /// The names known.
+        known: Vec<&'static str>,
+    },
+}
+
+impl CompactionConfig {
+    /// A configuration of `strategy` with its defaults.
+    pub fn named(strategy: &str) -> Self {
+        CompactionConfig {
+            strategy: strategy.to_owned(),
+            ..CompactionConfig::default()
+        }
+    }
+
+    /// The configured strategy, wrapped in [`Logged`] when `log` is set.
+    pub fn build(&self) -> Result<Arc<dyn Strategy>, Error> {
+        let strategy: Arc<dyn Strategy> = match self.strategy.as_str() {
+            "none" => Arc::new(NoCompaction),
+            "sliding" => Arc::new(self.sliding.unwrap_or_default()),
+            "budget" => Arc::new(self.budget.unwrap_or_default()),
+            "clear-tool-results" => Arc::new(self.clear_tool_results.unwrap_or_default()),
+            "summarize" => Arc::new(self.summarize.clone().unwrap_or_default()),
+            "structured" => Arc::new(self.structured.unwrap_or_default()),
+            other => {
+                return Err(Error::UnknownStrategy {
+                    name: other.to_owned(),
+                    known: STRATEGIES.to_vec(),
+                });
+            }
+        };
+        Ok(match &self.log {
+            Some(path) => Arc::new(Logged::new(strategy, path.clone())),
+            None => strategy,
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! `none`: never compacts. The baseline every other strategy is measured against: the context
+//! is the whole history, and input tokens over a run grow with the square of its length.
+//!
+//! ```
+//! use baton_compact::strategies::NoCompaction;
+//! use baton_compact::{HistoryView, Keep, Plan, Strategy};
+//! let view = HistoryView::new(None, &[], &[], 0);
+//! assert_eq!(NoCompaction.plan(&view), Plan::Keep(Keep::Baseline));
+//! ```
+
+use crate::{HistoryView, Keep, Plan, Strategy};
+
+/// The `none` strategy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCompaction;
+
+impl Strategy for NoCompaction {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn plan(&self, _view: &HistoryView<'_>) -> Plan {
+        Plan::Keep(Keep::Baseline)
+    }
+}

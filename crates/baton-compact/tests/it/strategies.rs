@@ -1,0 +1,418 @@
+//! Every strategy against hand-made transcripts (one line each) and against generated
+//! histories: whatever the history, a plan never leaves a tool result without its call in the
+//! context, never separates a call from its result, and `budget` ends under its target when a
+//! safe cut allows it. Then the logging decorator and replay's invariants.
+
+use std::sync::Arc;
+
+use baton_compact::config::CompactionConfig;
+use baton_compact::replay::{Replay, replay};
+use baton_compact::strategies::{Budget, ClearToolResults, Sliding, Structured, Summarize};
+use baton_compact::{Compaction, HistoryView, Keep, Logged, Plan, Strategy};
+use baton_core::units::{ProtocolEvents, ProtocolMap};
+use baton_core::{ContentBlock, Entry, EntryMeta, Message, Role, RunId, Seq, Timestamp};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+/// A transcript in a compact line format: `u 100` (user text of 100 tokens), `a 50` (assistant
+/// text), `call x 20` (assistant tool_use `x`), `res x 300` (tool_result for `x`).
+fn parse(transcript: &str) -> Vec<EntryMeta> {
+    transcript
+        .split(',')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .enumerate()
+        .map(|(i, line)| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let seq = Seq(i as u64 + 1);
+            let (uses, results, tokens) = match parts.as_slice() {
+                ["u" | "a", n] => (vec![], vec![], n.parse().unwrap()),
+                ["call", id, n] => (vec![(*id).to_owned()], vec![], n.parse().unwrap()),
+                ["res", id, n] => (vec![], vec![(*id).to_owned()], n.parse().unwrap()),
+                other => panic!("bad line {other:?}"),
+            };
+            EntryMeta {
+                events: ProtocolEvents { seq, uses, results },
+                tokens,
+            }
+        })
+        .collect()
+}
+
+#[track_caller]
+fn check(strategy: &dyn Strategy, transcript: &str, expect: &str) {
+    let tail = parse(transcript);
+    let view = HistoryView::new(None, &tail, &[], 0);
+    let plan = strategy.plan(&view);
+    let got = match &plan {
+        Plan::Keep(keep) => format!("keep: {keep}"),
+        Plan::ClearToolResults {
+            through,
+            min_tokens,
+        } => format!(
+            "clear through {through} (>= {min_tokens}), {} tokens after",
+            plan.tokens_after(&view)
+        ),
+        other => format!(
+            "{} through {}, {} tokens after",
+            other.kind(),
+            other.cut().unwrap(),
+            other.tokens_after(&view)
+        ),
+    };
+    assert_eq!(got, expect, "{} on {transcript}", strategy.name());
+}
+
+#[test]
+fn sliding() {
+    let s = Sliding { keep_last: 2 };
+    check(
+        &s,
+        "u 10, a 10, u 10, a 10",
+        "drop through 2, 20 tokens after",
+    );
+    check(
+        &s,
+        "u 10, a 10",
+        "keep: the tail has 2 messages and the strategy keeps the last 2",
+    );
+    // The desired cut (2) would split call x from its result: rounds back to 1.
+    check(
+        &s,
+        "u 10, call x 5, res x 50, a 10",
+        "drop through 1, 65 tokens after",
+    );
+    // A call open from the first message on: nothing safe to drop.
+    check(
+        &s,
+        "call x 5, u 10, res x 50, a 10",
+        "keep: no safe cut at or before seq 2: a tool call and its result would be separated",
+    );
+}
+
+#[test]
+fn budget() {
+    let b = Budget {
+        max_tokens: 100,
+        target_tokens: Some(60),
+    };
+    check(
+        &b,
+        "u 30, a 30, u 30",
+        "keep: 90 tokens is under the threshold of 100",
+    );
+    check(
+        &b,
+        "u 40, a 40, u 40, a 20",
+        "drop through 2, 60 tokens after",
+    );
+    // The unit [call, res] is dropped whole or kept whole.
+    check(
+        &b,
+        "u 10, call x 5, res x 80, a 10, u 10",
+        "drop through 3, 20 tokens after",
+    );
+    // The last message alone is over: it cuts as far as it can and stays over.
+    check(&b, "u 40, a 40, u 200", "drop through 2, 200 tokens after");
+}
+
+#[test]
+fn clear_tool_results() {
+    let c = ClearToolResults {
+        keep_recent: 2,
+        min_tokens: 100,
+    };
+    check(
+        &c,
+        "u 10, call x 5, res x 500, call y 5, res y 50, call z 5, res z 900",
+        "clear through 5 (>= 100), 1015 tokens after",
+    );
+    check(
+        &c,
+        "u 10, call y 5, res y 50, a 5, u 5",
+        "keep: no old tool result is large enough to clear",
+    );
+}
+
+#[test]
+fn summarizing_strategies() {
+    let s = Structured {
+        threshold: 100,
+        keep_recent: 2,
+        keep_tokens: Some(1_000),
+    };
+    check(
+        &s,
+        "u 30, a 30",
+        "keep: 60 tokens is under the threshold of 100",
+    );
+    check(
+        &s,
+        "u 30, a 30, u 30, a 30",
+        "update_state through 2, 60 tokens after",
+    );
+    // By default the kept messages hold at most a quarter of the threshold: here only the
+    // last one (which always stays, whatever its size).
+    let s = Structured {
+        keep_tokens: None,
+        ..s
+    };
+    check(
+        &s,
+        "u 30, a 30, u 30, a 30",
+        "update_state through 3, 30 tokens after",
+    );
+    check(
+        &s,
+        "u 30, a 30, u 200",
+        "update_state through 2, 200 tokens after",
+    );
+    let m = Summarize {
+        threshold: 100,
+        keep_recent: 1,
+        keep_tokens: Some(1000),
+        instructions: None,
+    };
+    check(
+        &m,
+        "u 30, a 30, u 30, a 30",
+        "summarize through 3, 30 tokens after",
+    );
+}
+
+/// A generated history: user turns, assistant turns with 0–3 tool calls each answered (in
+/// order, sometimes late, sometimes never), with random sizes.
+fn history() -> impl proptest::strategy::Strategy<Value = Vec<EntryMeta>> {
+    prop::collection::vec((0u8..5, 1u32..400, 0usize..3), 1..80).prop_map(|steps| {
+        let mut out = Vec::new();
+        let mut open: Vec<String> = Vec::new();
+        let mut next = 0;
+        let push =
+            |uses: Vec<String>, results: Vec<String>, tokens: u32, out: &mut Vec<EntryMeta>| {
+                let seq = Seq(out.len() as u64 + 1);
+                out.push(EntryMeta {
+                    events: ProtocolEvents { seq, uses, results },
+                    tokens,
+                });
+            };
+        for (kind, tokens, calls) in steps {
+            match kind {
+                0 | 1 => push(vec![], vec![], tokens, &mut out),
+                2 | 3 => {
+                    let ids: Vec<String> = (0..calls.max(1))
+                        .map(|_| {
+                            next += 1;
+                            format!("c{next}")
+                        })
+                        .collect();
+                    open.extend(ids.iter().cloned());
+                    push(ids, vec![], tokens, &mut out);
+                }
+                _ => {
+                    if !open.is_empty() {
+                        let id = open.remove(0);
+                        push(vec![], vec![id], tokens, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    })
+}
+
+fn strategies() -> Vec<Arc<dyn Strategy>> {
+    vec![
+        Arc::new(Sliding { keep_last: 5 }),
+        Arc::new(Budget {
+            max_tokens: 1_500,
+            target_tokens: None,
+        }),
+        Arc::new(ClearToolResults {
+            keep_recent: 3,
+            min_tokens: 100,
+        }),
+        Arc::new(Structured {
+            threshold: 1_000,
+            keep_recent: 4,
+            keep_tokens: None,
+        }),
+        Arc::new(Summarize {
+            threshold: 1_000,
+            keep_recent: 4,
+            keep_tokens: None,
+            instructions: None,
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn no_plan_breaks_the_tool_pairing(tail in history()) {
+        let view = HistoryView::new(None, &tail, &[], 0);
+        let events: Vec<ProtocolEvents> = tail.iter().map(|m| m.events.clone()).collect();
+        let whole = ProtocolMap::analyze(Seq::ZERO, &events);
+        for strategy in strategies() {
+            let plan = strategy.plan(&view);
+            let Some(cut) = plan.cut() else { continue };
+            prop_assert!(whole.is_safe(cut), "{} cut at unsafe {cut}", strategy.name());
+            // The kept side has no result whose call was dropped.
+            let kept: Vec<ProtocolEvents> = events.iter().filter(|e| e.seq > cut).cloned().collect();
+            let after = ProtocolMap::analyze(cut, &kept);
+            let orphans_before = whole.problems().iter().filter(|p| matches!(p, baton_core::units::Problem::OrphanResult { .. })).count();
+            let orphans_after = after.problems().iter().filter(|p| matches!(p, baton_core::units::Problem::OrphanResult { .. })).count();
+            prop_assert!(orphans_after <= orphans_before, "{} made an orphan at cut {cut}", strategy.name());
+            // A cut drops at least one message and keeps at least one.
+            prop_assert!(cut < tail.last().unwrap().seq());
+            if strategy.name() == "budget" {
+                let safe_target_exists = view.safe_cuts().any(|c| view.tokens_after(c.seq()) <= 1_125);
+                if safe_target_exists {
+                    prop_assert!(plan.tokens_after(&view) <= 1_125);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_logging_decorator_writes_what_observe_hears() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.jsonl");
+    let logged = Logged::new(Sliding { keep_last: 1 }, &path);
+    let tail = parse("u 10, a 10, u 10");
+    let view = HistoryView::new(None, &tail, &[], 0);
+    assert_eq!(logged.plan(&view), Sliding { keep_last: 1 }.plan(&view));
+    assert_eq!(logged.name(), "sliding");
+    let record = Compaction {
+        strategy: "sliding".into(),
+        run: RunId::new("r").unwrap(),
+        plan: "drop",
+        messages_before: 3,
+        messages_after: 1,
+        tokens_before: 30,
+        tokens_after: 10,
+        cut: Some(Seq(2)),
+        summary_id: Some(baton_core::SummaryId(7)),
+        summary_tokens: 0,
+        summarizer_tokens: 0,
+        retention: None,
+        duration: std::time::Duration::from_millis(3),
+    };
+    logged.observe(&record);
+    logged.observe(&record);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["summary_id"], 7);
+    assert_eq!(lines[0]["duration"], 3.0);
+    // A file that cannot be written does not fail the compaction.
+    let broken = Logged::new(
+        Sliding { keep_last: 1 },
+        dir.path().join("no/such/dir/log.jsonl"),
+    );
+    broken.observe(&record);
+}
+
+fn entry(seq: u64, role: Role, text: &str) -> Entry {
+    let message = Message::text(role, text);
+    Entry {
+        seq: Seq(seq),
+        tokens: baton_core::tokens::estimate_message(&message),
+        message,
+        created_at: Timestamp(0),
+    }
+}
+
+#[test]
+fn replay_counts_every_model_call_and_none_is_the_quadratic_baseline() {
+    let mut entries = vec![entry(
+        1,
+        Role::User,
+        "Never delete the backups. Fix the nightly job.",
+    )];
+    for i in 0..60u64 {
+        let seq = entries.len() as u64 + 1;
+        entries.push(Entry {
+            seq: Seq(seq),
+            tokens: 50,
+            message: Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: format!("t{i}"),
+                    name: "bash".into(),
+                    input: serde_json::json!({"command": format!("ls /var/backups/{i}")}),
+                }],
+            },
+            created_at: Timestamp(0),
+        });
+        entries.push(Entry {
+            seq: Seq(seq + 1),
+            tokens: 400,
+            message: Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: format!("t{i}"),
+                    content: vec![ContentBlock::Text {
+                        text: "x ".repeat(800),
+                    }],
+                    is_error: false,
+                }],
+            },
+            created_at: Timestamp(0),
+        });
+    }
+    let run = RunId::new("r").unwrap();
+    let report = |name: &str| {
+        let mut config = CompactionConfig::named(name);
+        config.budget = Some(Budget {
+            max_tokens: 3_000,
+            target_tokens: None,
+        });
+        config.structured = Some(Structured {
+            threshold: 3_000,
+            keep_recent: 4,
+            keep_tokens: None,
+        });
+        replay(&entries, &Replay::new(run.clone(), config.build().unwrap()))
+    };
+    let none = report("none");
+    assert_eq!(none.steps.len(), 60);
+    assert_eq!(none.compactions, 0);
+    // Without compaction, step k sends everything before it: the sum of prefix sums.
+    let mut expected = 0;
+    let mut prefix = 0;
+    for e in &entries {
+        if e.message.role == Role::Assistant {
+            expected += prefix;
+        }
+        prefix += u64::from(e.tokens);
+    }
+    assert_eq!(none.total_input_tokens, expected);
+    assert_eq!(none.total_full_tokens, expected);
+    for name in ["budget", "structured"] {
+        let r = report(name);
+        assert!(r.compactions > 0, "{name}");
+        assert!(
+            r.peak_context_tokens <= 3_000,
+            "{name}: {}",
+            r.peak_context_tokens
+        );
+        assert!(r.total_input_tokens * 4 < none.total_input_tokens, "{name}");
+        assert!(r.steps.iter().all(|s| s.context_tokens <= s.full_tokens));
+    }
+    let structured = report("structured");
+    assert_eq!(
+        structured.probes.constraints.kept,
+        structured.probes.constraints.total
+    );
+    assert!(structured.probes.constraints.total > 0);
+    assert_eq!(
+        structured.retention.commands.kept,
+        structured.retention.commands.total
+    );
+    let _ = Keep::Baseline;
+}

@@ -1,0 +1,352 @@
+//! One compaction of one run, carried out against a store.
+
+use std::time::Instant;
+
+use baton_compact::audit::{Retention, audit};
+use baton_compact::trigger::{Skip, Trigger};
+use baton_compact::{
+    Compaction, HistoryView, Keep, Plan, Strategy, SummarizeError, Summarizer, SummaryRequest,
+    claims_tokens,
+};
+use baton_core::prices::PriceTable;
+use baton_core::{Claim, Cleared, Entry, RunId, Seq, TenantId};
+use baton_store::{Candidate, Install, Rejection, SetCleared, Store};
+
+/// How to compact.
+#[derive(Clone, Copy)]
+pub struct Compactor<'a> {
+    /// What to do.
+    pub strategy: &'a dyn Strategy,
+    /// Who writes a summary's claims, for the `summarize` plan.
+    pub summarizer: &'a dyn Summarizer,
+    /// When it pays.
+    pub trigger: &'a Trigger,
+    /// Prices, for the trigger's cost policy.
+    pub prices: &'a PriceTable,
+    /// Skip the trigger's admission (threshold, loop guard, cost): the user asked for this
+    /// compaction. The guards on the written summary (smaller than what it replaces, enough
+    /// saved) still apply.
+    pub force: bool,
+    /// Plan, write and check, but install nothing.
+    pub dry_run: bool,
+}
+
+/// What [`compact`] did.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Outcome {
+    /// The strategy planned nothing, and why.
+    Kept(Keep),
+    /// The trigger or a guard refused the plan; nothing was written.
+    Refused {
+        /// The plan's kind.
+        plan: &'static str,
+        /// Why.
+        reason: Skip,
+        /// Context tokens before.
+        tokens_before: u64,
+        /// Context tokens the plan would have left.
+        tokens_after: u64,
+    },
+    /// A dry run: what would have been installed, with the claims it would carry.
+    Planned {
+        /// The compaction, without a summary id.
+        compaction: Compaction,
+        /// The new version's claims (empty for `clear_tool_results`).
+        claims: Vec<Claim>,
+    },
+    /// Done.
+    Compacted(Compaction),
+    /// Another writer moved the run first (a newer summary, a new cleared setting, a
+    /// cancellation); nothing was written. Compacting again plans from the new state.
+    Conflict(Rejection),
+}
+
+/// What went wrong, other than an expected outcome.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] baton_store::Error),
+    /// The summarizer failed; nothing was written.
+    #[error(transparent)]
+    Summarize(#[from] SummarizeError),
+    /// The store refused the candidate as invalid: a strategy or summarizer broke its contract
+    /// (a claim citing a seq after the cut, an unsafe cut). Nothing was written.
+    #[error("strategy {strategy}: the store refused its candidate: {rejection}")]
+    Invalid {
+        /// The strategy.
+        strategy: &'static str,
+        /// The store's reason.
+        rejection: Rejection,
+    },
+}
+
+/// Plans one compaction of `run` and carries it out (see the crate docs).
+pub async fn compact(
+    store: &dyn Store,
+    tenant: &TenantId,
+    run: &RunId,
+    c: &Compactor<'_>,
+) -> Result<Outcome, Error> {
+    let started = Instant::now();
+    let meta = store.context_meta(tenant, run).await?;
+    let fixed = meta.fixed_tokens();
+    let view = HistoryView::new(meta.summary.as_ref(), &meta.tail, &meta.pins, fixed)
+        .with_cleared(meta.run.cleared);
+    let plan = c.strategy.plan(&view);
+    let tokens_before = view.tokens();
+    let estimate = plan.tokens_after(&view);
+    let cut = match &plan {
+        Plan::Keep(keep) => return Ok(Outcome::Kept(keep.clone())),
+        other => other.cut(),
+    };
+    let old_tokens = cut.map_or(0, |cut| view.tokens_through(cut));
+    let summary_call = match &plan {
+        Plan::Summarize { .. } if c.summarizer.calls_a_model() => old_tokens,
+        _ => 0,
+    };
+    // The loop guard's reference: the context right after the last compaction, as its
+    // version recorded it.
+    let after_last = meta
+        .summary
+        .as_ref()
+        .and_then(|s| s.meta.as_ref())
+        .and_then(|m| m.get("tokens_after"))
+        .and_then(serde_json::Value::as_u64);
+    if !c.force
+        && let Err(reason) =
+            c.trigger
+                .admit_priced(tokens_before, estimate, after_last, summary_call, c.prices)
+    {
+        return Ok(Outcome::Refused {
+            plan: plan.kind(),
+            reason,
+            tokens_before,
+            tokens_after: estimate,
+        });
+    }
+    let messages_before = meta.pinned.len() + meta.tail.len();
+    let record =
+        |tokens_after, messages_after, summary_tokens, summarizer_tokens, retention| Compaction {
+            strategy: c.strategy.name().to_owned(),
+            run: run.clone(),
+            plan: plan.kind(),
+            messages_before,
+            messages_after,
+            tokens_before,
+            tokens_after,
+            cut,
+            summary_id: None,
+            summary_tokens,
+            summarizer_tokens,
+            retention,
+            duration: started.elapsed(),
+        };
+
+    let (through, claims, summarizer_tokens, old) = match &plan {
+        Plan::Keep(keep) => return Ok(Outcome::Kept(keep.clone())),
+        Plan::ClearToolResults {
+            through,
+            min_tokens,
+        } => {
+            let compaction = record(estimate, messages_before, 0, 0, None);
+            if c.dry_run {
+                return Ok(Outcome::Planned {
+                    compaction,
+                    claims: Vec::new(),
+                });
+            }
+            let new = Cleared {
+                through: *through,
+                min_tokens: *min_tokens,
+            };
+            return match store
+                .set_cleared(tenant, run, meta.run.cleared, new)
+                .await?
+            {
+                SetCleared::Set(_) => {
+                    c.strategy.observe(&compaction);
+                    Ok(Outcome::Compacted(compaction))
+                }
+                SetCleared::Rejected(why @ Rejection::InvalidClear { .. }) => Err(Error::Invalid {
+                    strategy: c.strategy.name(),
+                    rejection: why,
+                }),
+                SetCleared::Rejected(why) => Ok(Outcome::Conflict(why)),
+            };
+        }
+        Plan::Drop { through } => {
+            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
+            let carried = meta
+                .summary
+                .as_ref()
+                .map(|s| s.claims.clone())
+                .unwrap_or_default();
+            (through.seq(), carried, 0, old)
+        }
+        Plan::Summarize {
+            through,
+            instructions,
+        } => {
+            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
+            let written = c
+                .summarizer
+                .summarize(&SummaryRequest {
+                    base: meta.summary.as_ref(),
+                    old: &old,
+                    cut: through.seq(),
+                    instructions: instructions.as_deref(),
+                    pins: &meta.pins,
+                })
+                .await?;
+            let mut claims = written.claims;
+            carry_pinned(&mut claims, meta.summary.as_ref(), &meta.pins);
+            (
+                through.seq(),
+                claims,
+                written.input_tokens + written.output_tokens,
+                old,
+            )
+        }
+        Plan::UpdateState { through } => {
+            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
+            let base = meta.summary.as_ref().map_or(&[][..], |s| &s.claims[..]);
+            let claims = baton_compact::state::merge(
+                base,
+                baton_compact::summarizer::extract(&old),
+                &meta.pins,
+            );
+            (through.seq(), claims, 0, old)
+        }
+    };
+
+    // What the context holds after: the fixed part with the new claims instead of the old,
+    // the pinned messages the cut now covers, and the tail after the cut.
+    let base_claims = meta
+        .summary
+        .as_ref()
+        .map_or(0, |s| claims_tokens(&s.claims));
+    let new_claims = claims_tokens(&claims);
+    let newly_pinned: Vec<Seq> = meta
+        .pins
+        .iter()
+        .copied()
+        .filter(|p| *p > view.coverage() && *p <= through)
+        .collect();
+    let pinned_tokens: u64 = meta
+        .tail
+        .iter()
+        .filter(|m| newly_pinned.contains(&m.seq()))
+        .map(|m| u64::from(m.tokens))
+        .sum();
+    let tokens_after =
+        fixed.saturating_sub(base_claims) + new_claims + pinned_tokens + view.tokens_after(through);
+    let replaced = base_claims + view.tokens_through(through);
+    let summary_written = if matches!(plan, Plan::Drop { .. }) {
+        0
+    } else {
+        new_claims
+    };
+    if let Err(reason) = c.trigger.accept(
+        tokens_before,
+        tokens_after,
+        summary_written,
+        replaced.max(1),
+    ) {
+        return Ok(Outcome::Refused {
+            plan: plan.kind(),
+            reason,
+            tokens_before,
+            tokens_after,
+        });
+    }
+    let retention = retention(store, tenant, run, &meta, &old, through, &claims).await?;
+    let messages_after =
+        meta.pinned.len() + newly_pinned.len() + meta.tail.len() - view.count_through(through);
+    let mut compaction = record(
+        tokens_after,
+        messages_after,
+        new_claims,
+        summarizer_tokens,
+        Some(retention),
+    );
+    if c.dry_run {
+        return Ok(Outcome::Planned { compaction, claims });
+    }
+    let candidate = Candidate {
+        base: meta.summary.as_ref().map(|s| s.id),
+        cut: through,
+        claims,
+        meta: Some(serde_json::json!({
+            "strategy": compaction.strategy,
+            "plan": compaction.plan,
+            "summarizer": c.summarizer.name(),
+            "tokens_before": compaction.tokens_before,
+            "tokens_after": compaction.tokens_after,
+            "summary_tokens": compaction.summary_tokens,
+            "summarizer_tokens": compaction.summarizer_tokens,
+            "retention": compaction.retention,
+        })),
+    };
+    match store.install_summary(tenant, run, &candidate).await? {
+        Install::Installed(summary) => {
+            compaction.summary_id = Some(summary.id);
+            compaction.duration = started.elapsed();
+            c.strategy.observe(&compaction);
+            Ok(Outcome::Compacted(compaction))
+        }
+        Install::Rejected(why @ Rejection::Invalid(_)) => Err(Error::Invalid {
+            strategy: c.strategy.name(),
+            rejection: why,
+        }),
+        Install::Rejected(why) => Ok(Outcome::Conflict(why)),
+    }
+}
+
+/// The messages a cut compacts: after the coverage, through the cut.
+async fn old_part(
+    store: &dyn Store,
+    tenant: &TenantId,
+    run: &RunId,
+    coverage: Seq,
+    cut: Seq,
+) -> Result<Vec<Entry>, Error> {
+    Ok(store
+        .read_range(tenant, run, coverage.next(), Some(cut))
+        .await?)
+}
+
+/// Claims of the base that cite a pinned seq are carried into the new version, whatever the
+/// summarizer wrote.
+fn carry_pinned(claims: &mut Vec<Claim>, base: Option<&baton_core::Summary>, pins: &[Seq]) {
+    let Some(base) = base else { return };
+    for claim in &base.claims {
+        if pins.contains(&claim.source_seq) && !claims.contains(claim) {
+            claims.push(claim.clone());
+        }
+    }
+}
+
+/// The retention audit of a cut: the `dropped` part against the new claims, the messages kept
+/// after the cut and the pinned ones.
+async fn retention(
+    store: &dyn Store,
+    tenant: &TenantId,
+    run: &RunId,
+    meta: &baton_store::ContextMeta,
+    dropped: &[Entry],
+    cut: Seq,
+    claims: &[Claim],
+) -> Result<Retention, Error> {
+    let mut kept = store.read_range(tenant, run, cut.next(), None).await?;
+    kept.extend(meta.pinned.iter().cloned());
+    kept.extend(
+        dropped
+            .iter()
+            .filter(|e| meta.pins.contains(&e.seq))
+            .cloned(),
+    );
+    Ok(audit(dropped, claims, &kept))
+}

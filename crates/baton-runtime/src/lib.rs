@@ -1,0 +1,41 @@
+//! baton's runtime: what happens around a model call, against a store.
+//!
+//! Roles:
+//! - [`compact`]: carries out one compaction of a run: reads the run's context as metadata
+//!   ([`Store::context_meta`](baton_store::Store::context_meta)), asks the strategy for a plan,
+//!   admits it through the trigger (threshold, loop guard, cost), writes the new summary's
+//!   claims (the summarizer, or the working-state merge), checks the result (smaller than what
+//!   it replaces, enough saved), audits what the dropped part's paths, commands, URLs and
+//!   numbers still reach, and installs it through the store's compare-and-swap. History is
+//!   never touched; a lost race writes nothing and says so.
+//!
+//! Strategies plan; this crate executes. The agent loop (providers, tools) joins it later, and
+//! calls [`compact`] before a model call, never from inside one.
+//!
+//! ```no_run
+//! # async fn demo(store: &dyn baton_store::Store) -> Result<(), baton_runtime::Error> {
+//! use baton_compact::{Offline, config::CompactionConfig, trigger::Trigger};
+//! use baton_core::prices::PriceTable;
+//! use baton_core::{RunId, TenantId};
+//! use baton_runtime::{Compactor, Outcome, compact};
+//!
+//! let strategy = CompactionConfig::named("structured").build().unwrap();
+//! let compactor = Compactor {
+//!     strategy: &*strategy,
+//!     summarizer: &Offline,
+//!     trigger: &Trigger::default(),
+//!     prices: &PriceTable::defaults(),
+//!     force: false,
+//!     dry_run: false,
+//! };
+//! let run = RunId::new("r-1").unwrap();
+//! match compact(store, &TenantId::default_tenant(), &run, &compactor).await? {
+//!     Outcome::Compacted(c) => println!("{} → {} tokens", c.tokens_before, c.tokens_after),
+//!     other => println!("nothing done: {other:?}"),
+//! }
+//! # Ok(()) }
+//! ```
+
+mod compact;
+
+pub use compact::{Compactor, Error, Outcome, compact};
