@@ -52,12 +52,33 @@
 //!    at least 20 real tokens), and each counter's throughput in MiB/s of message JSON. No
 //!    targets: the proxy's error is reported. `--quick` counts a sixth of the files. A missing
 //!    corpus skips the section with one `tokens: skipped (…)` line.
+//! 8. **Compaction** (issue 5, its three bars; module `compaction`, run after 7): (a) replay of
+//!    the corpus's longest Claude Code session, imported as `baton import` imports it, under
+//!    `none`, `sliding`, `budget`, `clear-tool-results` and `structured` with the configuration
+//!    `baton replay --budget 12000` builds (12,000 tokens: about a tenth of the 115k its full
+//!    context reaches): total input tokens against `none` (target >= 5x for `budget` and
+//!    `structured`), peak context (target <= the budget), `structured`'s constraint probes
+//!    (empty on this session, so the same replay over every Claude Code session of the corpus
+//!    carries the target, 100%) and the paths and commands it keeps (target >= 90%).
+//!    (b) Planning as `baton_runtime::compact` plans (`context_meta`, the view, `plan`) for
+//!    `budget` and `structured` on a run of 100,000 rows whose summary covers all but the last
+//!    50 and on one of 1,000 rows with the same tail: median (target <= 5 ms) and p90, and the
+//!    ratio of medians (target <= 2: O(tail)). (c) `budget` as a per-step context policy against
+//!    LangChain's `trim_messages` (`../shared/peers/trim_messages_bench.py`, run in a virtual
+//!    environment the bench makes once outside the repo) on every prefix of the three largest
+//!    Claude Code sessions at 8k, 32k and 100k tokens: steps per second and their ratio (target:
+//!    median over sessions x budgets >= 20x), and the outputs with an orphan `tool_result` or a
+//!    dangling `tool_use` the cut made (ours: target 0). A peer that cannot run is skipped with
+//!    one `peer: skipped (…)` line; `--quick` skips it and runs ours on one session. A missing
+//!    corpus skips (a) and (c) with one line each.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
 //!
-//! Run it with `cargo run --release -p baton-bench` (about 30 seconds on two cores, 5 to 7 of
-//! them PostgreSQL's, 5 the import's and 4 the token counts').
+//! Run it with `cargo run --release -p baton-bench` (about 45 seconds on two cores, 5 to 7 of
+//! them PostgreSQL's, 5 the import's, 4 the token counts' and 15 the compaction section's, 12 of
+//! those the peer script's; the first run also spends about ten seconds creating the peer's
+//! virtual environment).
 //! `--quick` runs every measurement at a small size (the CI smoke test, about five seconds even
 //! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
 //! object with every figure as the last line of output. The process exits 0 whether figures
@@ -79,6 +100,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+mod compaction;
 mod import;
 mod postgres;
 mod tokens;
@@ -254,6 +276,8 @@ enum Unit {
     Seconds,
     Millis,
     Ratio,
+    /// A number of things (tokens, outputs).
+    Count(&'static str),
 }
 
 impl Unit {
@@ -263,11 +287,17 @@ impl Unit {
             Unit::Seconds => "s".into(),
             Unit::Millis => "ms".into(),
             Unit::Ratio => "ratio".into(),
+            Unit::Count(what) => what.into(),
         }
     }
 
+    /// The value with its unit; NaN (a share of nothing) as `n/a`.
     fn show(self, value: f64) -> String {
+        if value.is_nan() {
+            return "n/a".into();
+        }
         match self {
+            Unit::Count(what) => format!("{} {what}", thousands(value)),
             Unit::PerSecond(what) => format!("{} {what}/s", thousands(value)),
             Unit::Seconds => format!("{value:.2} s"),
             Unit::Millis => format!("{value:.3} ms"),
@@ -356,6 +386,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     tokens::section(args.quick, &mut report, &mut out)?;
+    compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();

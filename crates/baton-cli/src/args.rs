@@ -337,9 +337,10 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub every: usize,
     /// The token budget the strategies hold the context to: `budget`'s maximum and the
-    /// `summarize`/`structured` threshold, unless set otherwise.
-    #[arg(long, default_value_t = 32_000, value_name = "TOKENS")]
-    pub budget: u64,
+    /// `summarize`/`structured` threshold (a `--config` file's or the strategies' defaults,
+    /// 32,000, when absent).
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u64>,
     /// Strategy settings.
     #[command(flatten)]
     pub opts: StrategyOpts,
@@ -362,8 +363,8 @@ pub struct GrowthArgs {
     #[arg(long, short, default_value = "structured")]
     pub strategy: String,
     /// The token budget (as for `replay`).
-    #[arg(long, default_value_t = 32_000, value_name = "TOKENS")]
-    pub budget: u64,
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u64>,
     /// Write the chart here (an SVG a browser opens).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,

@@ -977,6 +977,16 @@ async fn activate(env: &Env, args: ActivateArgs, out: &mut dyn Write) -> anyhow:
 
 async fn pin(env: &Env, args: PinArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = run_id(&args.run)?;
+    // Every seq is checked before any is pinned, so a bad one pins nothing.
+    let last = env.store.run(&env.tenant, &run).await?.last_seq;
+    if let Some(bad) = args.seqs.iter().find(|s| **s == 0 || Seq(**s) > last) {
+        return Err(baton_store::Error::SeqNotFound {
+            run,
+            seq: Seq(*bad),
+            last,
+        }
+        .into());
+    }
     for seq in &args.seqs {
         env.store.pin(&env.tenant, &run, Seq(*seq)).await?;
     }
@@ -1000,10 +1010,16 @@ async fn pin(env: &Env, args: PinArgs, out: &mut dyn Write) -> anyhow::Result<()
 
 async fn unpin(env: &Env, args: UnpinArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = run_id(&args.run)?;
+    let mut not_pinned = Vec::new();
     for seq in &args.seqs {
-        env.store.unpin(&env.tenant, &run, Seq(*seq)).await?;
+        if !env.store.unpin(&env.tenant, &run, Seq(*seq)).await? {
+            not_pinned.push(seq.to_string());
+        }
     }
     let pins = env.store.pins(&env.tenant, &run).await?;
+    if !not_pinned.is_empty() && !env.json {
+        writeln!(out, "run {run}: {} was not pinned", not_pinned.join(", "))?;
+    }
     if env.json {
         return print_json(out, &json!({ "pins": pins }));
     }

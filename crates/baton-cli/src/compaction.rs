@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use baton_compact::audit::{Retention, Share};
 use baton_compact::config::CompactionConfig;
 use baton_compact::growth::{Growth, svg};
@@ -181,10 +181,9 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
     match outcome {
         Outcome::Kept(keep) => {
             if env.json {
-                return print_json(
-                    out,
-                    &json!({"outcome": "kept", "strategy": name, "reason": keep}),
-                );
+                let mut value = json!({"outcome": "kept", "strategy": name});
+                merge(&mut value, serde_json::to_value(&keep)?);
+                return print_json(out, &value);
             }
             writeln!(out, "run {run}: nothing to compact with {name}: {keep}")?;
         }
@@ -195,11 +194,10 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
             tokens_after,
         } => {
             if env.json {
-                return print_json(
-                    out,
-                    &json!({"outcome": "refused", "strategy": name, "plan": plan, "reason": reason,
-                            "tokens_before": tokens_before, "tokens_after": tokens_after}),
-                );
+                let mut value = json!({"outcome": "refused", "strategy": name, "plan": plan,
+                        "tokens_before": tokens_before, "tokens_after": tokens_after});
+                merge(&mut value, serde_json::to_value(&reason)?);
+                return print_json(out, &value);
             }
             writeln!(
                 out,
@@ -244,12 +242,25 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
             print_compaction(out, &run, &compaction, "compacted")?;
         }
         Outcome::Conflict(why) => {
-            return Err(anyhow::Error::new(why).context(format!(
-                "compact run {run}: another writer moved the run first; nothing was written"
-            )));
+            let context = match why {
+                baton_store::Rejection::RunNotActive { .. } => {
+                    format!("compact run {run}: nothing was written")
+                }
+                _ => format!(
+                    "compact run {run}: another writer moved the run first; nothing was written"
+                ),
+            };
+            return Err(anyhow::Error::new(why).context(context));
         }
     }
     Ok(())
+}
+
+/// Adds `fields`' keys (a tagged reason: `{"reason": "loop_guard", …}`) to the object `value`.
+fn merge(value: &mut serde_json::Value, fields: serde_json::Value) {
+    if let (Some(map), serde_json::Value::Object(fields)) = (value.as_object_mut(), fields) {
+        map.extend(fields);
+    }
 }
 
 fn print_compaction(
@@ -331,8 +342,10 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
     }
     let (entries, fixed) = recorded(env, &run).await?;
     let mut reports = Vec::new();
+    let mut budget = 0;
     for name in &args.strategies {
-        let (config, prices) = configure(Some(name), &args.opts, Some(args.budget))?;
+        let (config, prices) = configure(Some(name), &args.opts, args.budget)?;
+        budget = config.budget.unwrap_or_default().max_tokens;
         let strategy = build(&config)?;
         let mut how = Replay::new(run.clone(), strategy);
         how.trigger = config.trigger.clone();
@@ -349,7 +362,7 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
         let strategies: Vec<_> = reports.iter().map(|r| replay_json(r, none_total)).collect();
         return print_json(
             out,
-            &json!({"run": run, "messages": entries.len(), "budget": args.budget, "every": args.every, "strategies": strategies}),
+            &json!({"run": run, "messages": entries.len(), "budget": budget, "every": args.every, "strategies": strategies}),
         );
     }
     writeln!(
@@ -357,7 +370,7 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
         "run {run}: {} messages, {} model calls, budget {} tokens",
         entries.len(),
         reports.first().map_or(0, |r| r.steps.len()),
-        args.budget
+        budget
     )?;
     writeln!(
         out,
@@ -405,13 +418,19 @@ fn share_pct(s: &Share) -> String {
 pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = RunId::new(&args.run)?;
     let (entries, fixed) = recorded(env, &run).await?;
-    let (config, prices) = configure(Some(&args.strategy), &args.opts, Some(args.budget))?;
+    let (config, prices) = configure(Some(&args.strategy), &args.opts, args.budget)?;
     let strategy = build(&config)?;
     let mut how = Replay::new(run.clone(), strategy);
     how.trigger = config.trigger.clone();
     how.fixed_tokens = fixed;
     how.prices = prices;
     let report = replay(&entries, &how);
+    if report.steps.is_empty() {
+        return Err(InvalidInput(format!(
+            "run {run} has no model calls (assistant messages after the first message) to report on"
+        ))
+        .into());
+    }
     let growth = Growth::of(&report.strategy, &report.steps);
     if let Some(path) = &args.svg {
         std::fs::write(path, svg(&growth))
@@ -451,11 +470,6 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
     )?;
     if let Some(path) = &args.svg {
         writeln!(out, "chart written to {}", path.display())?;
-    }
-    if growth.steps.is_empty() {
-        return Err(anyhow!(
-            "run {run} has no model calls (assistant messages) to replay"
-        ));
     }
     Ok(())
 }

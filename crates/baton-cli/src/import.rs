@@ -249,6 +249,13 @@ fn read(
         },
     };
     let mut transcripts = baton_import::parse(format, &bytes).map_err(|e| e.to_string())?;
+    if transcripts.is_empty() {
+        let reason = format!("no {} transcript in it (nothing to import)", format.name());
+        if source.named {
+            return Err(reason);
+        }
+        return Ok(Read::Skipped(reason));
+    }
     if run.is_some() && transcripts.len() != 1 {
         return Err(format!(
             "--run names one run, but the file holds {} transcripts",

@@ -88,6 +88,16 @@ pub enum Error {
         /// The names known.
         known: Vec<&'static str>,
     },
+    /// A setting out of its range.
+    #[error("compaction.{key} = {value}: expected {expected}")]
+    OutOfRange {
+        /// The setting, as written in the file (`sliding.keep_last`).
+        key: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may be.
+        expected: &'static str,
+    },
 }
 
 impl CompactionConfig {
@@ -99,8 +109,77 @@ impl CompactionConfig {
         }
     }
 
-    /// The configured strategy, wrapped in [`Logged`] when `log` is set.
+    /// Checks every setting's range: a sliding window or kept tail of 0 messages would send a
+    /// context without the turn the model answers; a trigger share must be a share.
+    pub fn validate(&self) -> Result<(), Error> {
+        let out = |key, value: String, expected| {
+            Err(Error::OutOfRange {
+                key,
+                value,
+                expected,
+            })
+        };
+        if let Some(s) = &self.sliding
+            && s.keep_last == 0
+        {
+            return out("sliding.keep_last", "0".into(), "1 or more");
+        }
+        if let Some(c) = &self.clear_tool_results
+            && c.keep_recent == 0
+        {
+            return out("clear-tool-results.keep_recent", "0".into(), "1 or more");
+        }
+        if let Some(s) = &self.summarize
+            && s.keep_recent == 0
+        {
+            return out("summarize.keep_recent", "0".into(), "1 or more");
+        }
+        if let Some(s) = &self.structured
+            && s.keep_recent == 0
+        {
+            return out("structured.keep_recent", "0".into(), "1 or more");
+        }
+        if let Some(b) = &self.budget {
+            if b.max_tokens == 0 {
+                return out("budget.max_tokens", "0".into(), "1 or more");
+            }
+            if let Some(t) = b.target_tokens
+                && t > b.max_tokens
+            {
+                return out(
+                    "budget.target_tokens",
+                    t.to_string(),
+                    "at most budget.max_tokens",
+                );
+            }
+        }
+        let t = &self.trigger;
+        if !(0.0..1.0).contains(&t.min_reduction) {
+            return out(
+                "trigger.min_reduction",
+                t.min_reduction.to_string(),
+                "a share from 0 up to (not including) 1",
+            );
+        }
+        if !(t.min_growth >= 0.0 && t.min_growth.is_finite()) {
+            return out(
+                "trigger.min_growth",
+                t.min_growth.to_string(),
+                "a share of 0 or more",
+            );
+        }
+        if let Some(cost) = &t.cost
+            && cost.remaining_steps == 0
+        {
+            return out("trigger.cost.remaining_steps", "0".into(), "1 or more");
+        }
+        Ok(())
+    }
+
+    /// The configured strategy, wrapped in [`Logged`] when `log` is set; checks the settings
+    /// first ([`validate`](Self::validate)).
     pub fn build(&self) -> Result<Arc<dyn Strategy>, Error> {
+        self.validate()?;
         let strategy: Arc<dyn Strategy> = match self.strategy.as_str() {
             "none" => Arc::new(NoCompaction),
             "sliding" => Arc::new(self.sliding.unwrap_or_default()),

@@ -126,9 +126,9 @@ impl Plan {
     }
 
     /// The context's tokens after the plan, as far as planning can tell: exact for `drop`
-    /// (stored counts), an upper bound for `clear_tool_results` (each cleared message counted
-    /// at a stub's size), and without the new summary's own size for the summarizing plans
-    /// (which the runtime measures once the summary is written).
+    /// (stored counts), close for `clear_tool_results` (each cleared message counted at a
+    /// stub's size), and without the new summary's own size for the summarizing plans (which
+    /// the runtime measures once the summary is written).
     pub fn tokens_after(&self, view: &HistoryView<'_>) -> u64 {
         match self {
             Plan::Keep(_) => view.tokens(),
@@ -142,18 +142,10 @@ impl Plan {
             Plan::ClearToolResults {
                 through,
                 min_tokens,
-            } => {
-                let saved: u64 = view
-                    .tail()
-                    .iter()
-                    .filter(|m| {
-                        crate::strategies::clearable(m, *through, *min_tokens)
-                            && !view.is_cleared(m)
-                    })
-                    .map(|m| u64::from(m.tokens).saturating_sub(STUB_TOKENS))
-                    .sum();
-                view.tokens() - saved
-            }
+            } => view.tokens_with_cleared(baton_core::Cleared {
+                through: *through,
+                min_tokens: *min_tokens,
+            }),
         }
     }
 }

@@ -256,11 +256,13 @@ fn step(
             through,
             min_tokens,
         } => {
+            // Like the runtime: a clear moves no summary version, so the loop guard's reference
+            // (the context right after the last version) stays where it was; the minimum
+            // reduction and the plan's own "nothing new to clear" keep clears from looping.
             state.cleared = Some(Cleared {
                 through: *through,
                 min_tokens: *min_tokens,
             });
-            state.after_last = Some(context_tokens(metas, state, config.fixed_tokens));
             report.compactions += 1;
             return true;
         }

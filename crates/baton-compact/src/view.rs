@@ -4,7 +4,6 @@ use baton_core::units::{ProtocolEvents, ProtocolMap, SafeCut};
 use baton_core::{Cleared, EntryMeta, Seq, Summary};
 
 use crate::plan::STUB_TOKENS;
-use crate::strategies::clearable;
 
 /// A run's current context, as planning sees it: the active summary (if any), the messages
 /// after its coverage with their stored token counts and tool-call ids, the pinned seqs, and
@@ -63,20 +62,45 @@ impl<'a> HistoryView<'a> {
         let mut sum = 0u64;
         prefix.push(0);
         for m in self.tail {
-            sum += if self.is_cleared(m) {
-                STUB_TOKENS.min(u64::from(m.tokens))
-            } else {
-                u64::from(m.tokens)
-            };
+            sum += self.counted(m, self.cleared);
             prefix.push(sum);
         }
         self.prefix = prefix;
     }
 
+    /// `m`'s tokens in a context that clears as `cleared` says.
+    fn counted(&self, m: &EntryMeta, cleared: Option<Cleared>) -> u64 {
+        match cleared {
+            Some(c) if self.clearable(m, c.through, c.min_tokens) => {
+                STUB_TOKENS.min(u64::from(m.tokens))
+            }
+            _ => u64::from(m.tokens),
+        }
+    }
+
+    /// Whether a clear of tool results through `through` of at least `min_tokens` shows `m`'s
+    /// results as a stub: a message with tool results, old and large enough, and not pinned.
+    pub fn clearable(&self, m: &EntryMeta, through: Seq, min_tokens: u32) -> bool {
+        m.seq() <= through
+            && m.tokens >= min_tokens
+            && !m.events.results.is_empty()
+            && !self.pins.contains(&m.seq())
+    }
+
     /// Whether the context already shows `m`'s tool results as a stub.
     pub fn is_cleared(&self, m: &EntryMeta) -> bool {
         self.cleared
-            .is_some_and(|c| clearable(m, c.through, c.min_tokens))
+            .is_some_and(|c| self.clearable(m, c.through, c.min_tokens))
+    }
+
+    /// Tokens of the whole context were it to clear as `cleared` says.
+    pub fn tokens_with_cleared(&self, cleared: Cleared) -> u64 {
+        self.fixed_tokens
+            + self
+                .tail
+                .iter()
+                .map(|m| self.counted(m, Some(cleared)))
+                .sum::<u64>()
     }
 
     /// What the run's context already clears.

@@ -60,20 +60,22 @@ pub struct ContextSummary {
 /// `tail` must be exactly the entries with seq greater than the summary's coverage (or all
 /// entries when there is no summary), in order.
 pub fn assemble(run: &Run, summary: Option<&Summary>, tail: Vec<Entry>) -> Context {
-    assemble_pinned(run, summary, tail, Vec::new())
+    assemble_pinned(run, summary, tail, Vec::new(), &[])
 }
 
-/// [`assemble`], with the pinned messages the summary covers (`pinned`: entries with seq at or
-/// below its coverage, in order; pinned messages in the tail are in the tail already).
+/// [`assemble`], with the run's pinned seqs (`pins`) and the pinned messages the summary covers
+/// (`pinned`: entries with seq at or below its coverage, in order; pinned messages in the tail
+/// are in the tail already, and their tool results are never shown as a stub).
 pub fn assemble_pinned(
     run: &Run,
     summary: Option<&Summary>,
     mut tail: Vec<Entry>,
     pinned: Vec<Entry>,
+    pins: &[Seq],
 ) -> Context {
     let cleared = run
         .cleared
-        .map(|c| clear_tool_results(&mut tail, c))
+        .map(|c| clear_tool_results(&mut tail, c, pins))
         .unwrap_or_default();
     let summary = summary.map(|s| {
         let mut claims = s.claims.clone();
@@ -116,7 +118,7 @@ pub fn assemble_pinned(
 /// Replaces the content of each large old tool result in `tail` by a stub; returns the seqs
 /// changed. The `tool_result` blocks stay (with their ids), so the tool-call pairing the
 /// provider checks is untouched.
-fn clear_tool_results(tail: &mut [Entry], cleared: Cleared) -> Vec<Seq> {
+fn clear_tool_results(tail: &mut [Entry], cleared: Cleared, pins: &[Seq]) -> Vec<Seq> {
     let names: std::collections::HashMap<String, String> = tail
         .iter()
         .flat_map(|e| &e.message.content)
@@ -127,7 +129,10 @@ fn clear_tool_results(tail: &mut [Entry], cleared: Cleared) -> Vec<Seq> {
         .collect();
     let mut changed = Vec::new();
     for entry in tail.iter_mut() {
-        if entry.seq > cleared.through || entry.tokens < cleared.min_tokens {
+        if entry.seq > cleared.through
+            || entry.tokens < cleared.min_tokens
+            || pins.contains(&entry.seq)
+        {
             continue;
         }
         let (seq, tokens) = (entry.seq, entry.tokens);
@@ -416,6 +421,7 @@ mod tests {
             Some(&summary(3)),
             vec![entry(4, "go")],
             pinned,
+            &[Seq(1), Seq(2)],
         );
         let preamble = ctx.preamble().unwrap().plain_text();
         assert!(

@@ -61,7 +61,26 @@ pub(crate) async fn import(
                 // The run's row lock first, then what `decide` compares.
                 let row = find_run(tx, tenant, &run, true).await?;
                 let stored = read_stored(tx, &row).await?;
-                match baton_store::import::decide(import, index, &run, stored, reimport)? {
+                let decision =
+                    match baton_store::import::decide(import, index, &run, stored, reimport) {
+                        Ok(decision) => decision,
+                        Err(why) => {
+                            // Was only the last imported message still being written?
+                            let n = Seq(stored.source_messages);
+                            let last = crate::read_entries(tx, row.pk, n, Some(n)).await?;
+                            return Err(match last.first() {
+                                Some(entry) => baton_store::import::refine_divergence(
+                                    why,
+                                    import,
+                                    stored,
+                                    &entry.message,
+                                ),
+                                None => why,
+                            }
+                            .into());
+                        }
+                    };
+                match decision {
                     Decision::UpToDate => Imported::UpToDate(load_run(tx, tenant, &run).await?.1),
                     Decision::Grown { new } => Imported::Grown {
                         run: load_run(tx, tenant, &run).await?.1,

@@ -1270,12 +1270,14 @@ impl Store for PgStore {
             let (pk, run, summary) = compaction::run_and_summary(&tx, tenant, run).await?;
             let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
             let pinned = compaction::pinned_entries(&tx, pk, coverage).await?;
+            let pins = compaction::pins(&tx, pk).await?;
             let tail = read_entries(&tx, pk, coverage.next(), None).await?;
             tx.commit().await.map_err(pg)?;
             Ok(ContextParts {
                 run,
                 summary,
                 pinned,
+                pins,
                 tail,
             })
         })

@@ -6,10 +6,9 @@ use baton_compact::audit::{Retention, audit};
 use baton_compact::trigger::{Skip, Trigger};
 use baton_compact::{
     Compaction, HistoryView, Keep, Plan, Strategy, SummarizeError, Summarizer, SummaryRequest,
-    claims_tokens,
 };
 use baton_core::prices::PriceTable;
-use baton_core::{Claim, Cleared, Entry, RunId, Seq, TenantId};
+use baton_core::{Claim, Cleared, Entry, Run, RunId, Seq, Summary, SummaryId, TenantId, Timestamp};
 use baton_store::{Candidate, Install, Rejection, SetCleared, Store};
 
 /// How to compact.
@@ -57,8 +56,9 @@ pub enum Outcome {
     },
     /// Done.
     Compacted(Compaction),
-    /// Another writer moved the run first (a newer summary, a new cleared setting, a
-    /// cancellation); nothing was written. Compacting again plans from the new state.
+    /// The run could not take the compaction: another writer moved it first (a newer
+    /// summary, a new cleared setting), or it is not active; nothing was written. Compacting
+    /// again plans from the new state.
     Conflict(Rejection),
 }
 
@@ -74,11 +74,12 @@ pub enum Error {
     Summarize(#[from] SummarizeError),
     /// The store refused the candidate as invalid: a strategy or summarizer broke its contract
     /// (a claim citing a seq after the cut, an unsafe cut). Nothing was written.
-    #[error("strategy {strategy}: the store refused its candidate: {rejection}")]
+    #[error("strategy {strategy}: the store refused its candidate")]
     Invalid {
         /// The strategy.
         strategy: &'static str,
         /// The store's reason.
+        #[source]
         rejection: Rejection,
     },
 }
@@ -92,6 +93,12 @@ pub async fn compact(
 ) -> Result<Outcome, Error> {
     let started = Instant::now();
     let meta = store.context_meta(tenant, run).await?;
+    if meta.run.status != baton_core::RunStatus::Active {
+        // Nothing to plan for: installs are refused on a run that is not active.
+        return Ok(Outcome::Conflict(Rejection::RunNotActive {
+            status: meta.run.status,
+        }));
+    }
     let fixed = meta.fixed_tokens();
     let view = HistoryView::new(meta.summary.as_ref(), &meta.tail, &meta.pins, fixed)
         .with_cleared(meta.run.cleared);
@@ -222,27 +229,31 @@ pub async fn compact(
         }
     };
 
-    // What the context holds after: the fixed part with the new claims instead of the old,
-    // the pinned messages the cut now covers, and the tail after the cut.
+    // What the context holds after, measured the way `context_meta` measures the fixed part:
+    // the preamble assembled with the new claims and the pinned messages the cut now covers,
+    // then the tail after the cut.
+    let newly_pinned: Vec<Entry> = old
+        .iter()
+        .filter(|e| meta.pins.contains(&e.seq))
+        .cloned()
+        .collect();
+    let mut pinned_after = meta.pinned.clone();
+    pinned_after.extend(newly_pinned.iter().cloned());
+    let draft = draft_summary(run, through, &claims);
+    let fixed_after = baton_core::context::assemble_pinned(
+        &meta.run,
+        Some(&draft),
+        Vec::new(),
+        pinned_after,
+        &meta.pins,
+    )
+    .tokens;
+    let tokens_after = fixed_after + view.tokens_after(through);
     let base_claims = meta
         .summary
         .as_ref()
-        .map_or(0, |s| claims_tokens(&s.claims));
-    let new_claims = claims_tokens(&claims);
-    let newly_pinned: Vec<Seq> = meta
-        .pins
-        .iter()
-        .copied()
-        .filter(|p| *p > view.coverage() && *p <= through)
-        .collect();
-    let pinned_tokens: u64 = meta
-        .tail
-        .iter()
-        .filter(|m| newly_pinned.contains(&m.seq()))
-        .map(|m| u64::from(m.tokens))
-        .sum();
-    let tokens_after =
-        fixed.saturating_sub(base_claims) + new_claims + pinned_tokens + view.tokens_after(through);
+        .map_or(0, |s| claims_preamble(run, s.coverage, &s.claims));
+    let new_claims = claims_preamble(run, through, &claims);
     let replaced = base_claims + view.tokens_through(through);
     let summary_written = if matches!(plan, Plan::Drop { .. }) {
         0
@@ -316,6 +327,43 @@ async fn old_part(
     Ok(store
         .read_range(tenant, run, coverage.next(), Some(cut))
         .await?)
+}
+
+/// A summary version as it would be installed, for measuring the context it makes.
+fn draft_summary(run: &RunId, coverage: Seq, claims: &[Claim]) -> Summary {
+    Summary {
+        id: SummaryId(0),
+        run: run.clone(),
+        coverage,
+        previous_id: None,
+        claims: claims.to_vec(),
+        meta: None,
+        created_at: Timestamp(0),
+    }
+}
+
+/// Tokens `claims` take in a preamble of their own, as context assembly renders them.
+fn claims_preamble(run: &RunId, coverage: Seq, claims: &[Claim]) -> u64 {
+    if claims.is_empty() {
+        return 0;
+    }
+    let bare = Run {
+        id: run.clone(),
+        tenant: TenantId::default_tenant(),
+        status: baton_core::RunStatus::Active,
+        goal: None,
+        rules: None,
+        active_summary_id: None,
+        last_seq: coverage,
+        cleared: None,
+        created_at: Timestamp(0),
+    };
+    baton_core::context::assemble(
+        &bare,
+        Some(&draft_summary(run, coverage, claims)),
+        Vec::new(),
+    )
+    .tokens
 }
 
 /// Claims of the base that cite a pinned seq are carried into the new version, whatever the

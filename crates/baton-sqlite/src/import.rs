@@ -45,7 +45,30 @@ pub(crate) fn import(
         let outcome = match find_source(tx, tenant, &import.origin.source_key)? {
             None => create(tx, tenant, ready, now)?,
             Some((pk, run, stored)) => {
-                match baton_store::import::decide(import, index, &run, stored, reimport)? {
+                let decision =
+                    match baton_store::import::decide(import, index, &run, stored, reimport) {
+                        Ok(decision) => decision,
+                        Err(why) => {
+                            // Was only the last imported message still being written?
+                            let last = crate::read_entries(
+                                tx,
+                                pk,
+                                Seq(stored.source_messages),
+                                Some(Seq(stored.source_messages)),
+                            )?;
+                            return Err(match last.first() {
+                                Some(entry) => baton_store::import::refine_divergence(
+                                    why,
+                                    import,
+                                    stored,
+                                    &entry.message,
+                                ),
+                                None => why,
+                            }
+                            .into());
+                        }
+                    };
+                match decision {
                     Decision::UpToDate => Imported::UpToDate(load_run(tx, tenant, &run)?),
                     Decision::Grown { new } => Imported::Grown {
                         run: load_run(tx, tenant, &run)?,

@@ -1053,11 +1053,13 @@ impl Store for SqliteStore {
             let (pk, run, summary) = compaction::run_and_summary(&tx, &tenant, &run)?;
             let coverage = summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
             let pinned = compaction::pinned_entries(&tx, pk, coverage)?;
+            let pins = compaction::pins(&tx, pk)?;
             let tail = read_entries(&tx, pk, coverage.next(), None)?;
             Ok(ContextParts {
                 run,
                 summary,
                 pinned,
+                pins,
                 tail,
             })
         })

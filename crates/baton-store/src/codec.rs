@@ -148,6 +148,10 @@ pub fn check_cleared(
             "through seq {} is before the run's current {}: clearing only moves forward",
             new.through, c.through
         )),
+        Some(c) if new.min_tokens > c.min_tokens => Some(format!(
+            "min_tokens {} is above the run's current {}: results it stubs would come back",
+            new.min_tokens, c.min_tokens
+        )),
         Some(c) if c == new => Some("the run clears exactly this already".to_owned()),
         _ => None,
     }

@@ -75,6 +75,7 @@ macro_rules! conformance_tests {
             imports_are_isolated_by_tenant,
             concurrent_imports_of_one_source_make_one_run,
             run_report_counts_a_native_run,
+            a_last_message_read_mid_stream_is_named_as_such,
             pinned_messages_stay_in_the_context_whole,
             context_meta_is_the_tail_without_bodies,
             versions_activate_backwards_and_forwards_by_compare_and_swap,

@@ -221,6 +221,20 @@ pub enum ImportRejection {
         /// Source messages the run holds.
         stored: u64,
     },
+    /// The source still starts with what was imported, except its last imported message, which
+    /// has changed since: it was still being written when it was imported (a streamed response
+    /// read mid-way). History keeps what was imported, so the source cannot be extended.
+    #[error(
+        "transcript {index}: the last of the {stored} messages imported as run \"{run}\" was still being written when it was imported and has changed since (a response read mid-stream); history keeps what was imported, so nothing was appended"
+    )]
+    LastMessageChanged {
+        /// The transcript's place in the file.
+        index: usize,
+        /// The run holding the earlier import.
+        run: RunId,
+        /// Source messages the run holds.
+        stored: u64,
+    },
     /// Messages were appended to the imported run by other means, so the source's new
     /// messages would no longer follow its old ones.
     #[error(
@@ -366,6 +380,40 @@ pub enum Decision {
     },
 }
 
+/// Refines a [`ImportRejection::Diverged`] once the backend has read the last message the run
+/// holds from the source: when the source still matches up to that message, only the message
+/// changed (it was still being written), and the rejection says so.
+pub fn refine_divergence(
+    rejection: ImportRejection,
+    import: &NewImport,
+    stored: Stored,
+    last_stored: &Message,
+) -> ImportRejection {
+    let ImportRejection::Diverged {
+        index,
+        run,
+        stored: n,
+    } = rejection
+    else {
+        return rejection;
+    };
+    let before_last = n.checked_sub(1).and_then(|k| import.digest_after(k));
+    match before_last {
+        Some(d) if d.then(last_stored) == stored.digest && import.entries.len() as u64 >= n => {
+            ImportRejection::LastMessageChanged {
+                index,
+                run,
+                stored: n,
+            }
+        }
+        _ => ImportRejection::Diverged {
+            index,
+            run,
+            stored: n,
+        },
+    }
+}
+
 /// Decides what to do with `import` (transcript `index` of its file) when its source key names
 /// a run already: the rules both backends follow.
 pub fn decide(
@@ -384,7 +432,18 @@ pub fn decide(
         });
     }
     let new = total - stored.source_messages;
+    let compactions_from = usize::try_from(stored.compactions)
+        .unwrap_or(usize::MAX)
+        .min(import.compactions.len());
     if new == 0 {
+        // A source can gain a compaction event after its last message (the agent compacted,
+        // then the file was read): record it, with nothing to append.
+        if reimport == Reimport::AppendNew && compactions_from < import.compactions.len() {
+            return Ok(Decision::Append {
+                from: import.entries.len(),
+                compactions_from,
+            });
+        }
         return Ok(Decision::UpToDate);
     }
     if reimport == Reimport::No {
@@ -400,9 +459,7 @@ pub fn decide(
     }
     Ok(Decision::Append {
         from: usize::try_from(stored.source_messages).unwrap_or(usize::MAX),
-        compactions_from: usize::try_from(stored.compactions)
-            .unwrap_or(usize::MAX)
-            .min(import.compactions.len()),
+        compactions_from,
     })
 }
 

@@ -159,7 +159,8 @@ pub trait Store: Send + Sync {
 
     /// Sets which old tool results the run's context shows as a stub (the `clear-tool-results`
     /// strategy), by compare-and-swap: only if the run's current setting is `expected`, and only
-    /// forward (`new.through` at least the current one's, and a seq of the run). Rejected,
+    /// forward (`new.through` at least the current one's and a seq of the run, `new.min_tokens`
+    /// at most the current one's, so nothing stubbed comes back). Rejected,
     /// writing nothing, with [`Rejection::StaleCleared`] or [`Rejection::InvalidClear`].
     async fn set_cleared(
         &self,
@@ -230,6 +231,7 @@ pub trait Store: Send + Sync {
             parts.summary.as_ref(),
             parts.tail,
             parts.pinned,
+            &parts.pins,
         ))
     }
 }
@@ -299,6 +301,8 @@ pub struct ContextParts {
     pub summary: Option<Summary>,
     /// The pinned entries the summary covers, in order.
     pub pinned: Vec<Entry>,
+    /// Every pinned seq of the run, in order.
+    pub pins: Vec<Seq>,
     /// Every entry after the summary's coverage, in order.
     pub tail: Vec<Entry>,
 }
@@ -327,6 +331,7 @@ impl ContextMeta {
             self.summary.as_ref(),
             Vec::new(),
             self.pinned.clone(),
+            &self.pins,
         )
         .tokens
     }

@@ -527,3 +527,85 @@ fn bad_strategy_input_names_what_is_wrong() {
     sb.run(&["compact", "nope", "--strategy", "sliding"])
         .fails(1, "run \"nope\" not found");
 }
+
+#[test]
+fn runs_that_cannot_be_compacted_or_reported_say_why() {
+    for sb in Sandbox::each() {
+        agent_run(&sb, "r", 10);
+        sb.run(&["runs", "cancel", "r"]).ok();
+        sb.run(&["compact", "r", "--strategy", "sliding", "--keep-last", "2"])
+            .fails(3, "run is cancelled, not active");
+        sb.run(&["runs", "create", "--id", "quiet"]).ok();
+        sb.run_with_stdin(
+            &["append", "quiet"],
+            "{\"role\":\"user\",\"content\":\"hello\"}\n",
+        )
+        .ok();
+        let svg = sb.dir.path().join("none.svg");
+        sb.run(&[
+            "report",
+            "growth",
+            "quiet",
+            "--svg",
+            svg.to_str().unwrap(),
+            "--json",
+        ])
+        .fails(4, "run quiet has no model calls");
+        assert!(!svg.exists(), "no chart for a run without model calls");
+        // Degenerate settings are refused before anything runs.
+        agent_run(&sb, "d", 3);
+        sb.run(&["compact", "d", "--strategy", "sliding", "--keep-last", "0"])
+            .fails(4, "compaction.sliding.keep_last = 0: expected 1 or more");
+        let bad = sb.file("bad.toml", "[compaction.trigger]\nmin_reduction = -5.0\n");
+        sb.run(&[
+            "compact",
+            "d",
+            "--strategy",
+            "sliding",
+            "--config",
+            bad.to_str().unwrap(),
+        ])
+        .fails(4, "compaction.trigger.min_reduction = -5");
+    }
+}
+
+#[test]
+fn replay_takes_the_config_files_budget_when_no_flag_overrides_it() {
+    let sb = Sandbox::new();
+    agent_run(&sb, "r", 30);
+    let config = sb.file("b.toml", "[compaction.budget]\nmax_tokens = 2000\n");
+    let json = sb
+        .run(&[
+            "replay",
+            "r",
+            "--strategies",
+            "budget",
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(json["budget"], 2000);
+    assert!(
+        json["strategies"][0]["peak_context_tokens"]
+            .as_u64()
+            .unwrap()
+            <= 2000
+    );
+    let flag = sb
+        .run(&[
+            "replay",
+            "r",
+            "--strategies",
+            "budget",
+            "--config",
+            config.to_str().unwrap(),
+            "--budget",
+            "3000",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(flag["budget"], 3000);
+}

@@ -468,6 +468,27 @@ fn a_broken_file_stores_nothing_and_the_others_go_on() {
         ]);
         assert_eq!(wrong.code, 1);
         assert!(wrong.stderr.contains("good.jsonl: "), "{}", wrong.stderr);
+        // A file named by hand that holds no transcript fails, saying so.
+        let empty = sb.file("empty.jsonl", "");
+        let none = sb.run(&["import", "--format", "openai", empty.to_str().unwrap()]);
+        assert_eq!(none.code, 1);
+        assert!(
+            none.stderr.contains("empty.jsonl: no messages"),
+            "{}",
+            none.stderr
+        );
+        let summary_only = sb.file(
+            "summary.jsonl",
+            "{\"type\":\"summary\",\"summary\":\"x\",\"leafUuid\":\"u\"}\n",
+        );
+        let none = sb.run(&[
+            "import",
+            "--format",
+            "claude-code",
+            summary_only.to_str().unwrap(),
+        ]);
+        assert_eq!(none.code, 1, "{}", none.stdout);
+        assert!(none.stderr.contains("summary.jsonl: "), "{}", none.stderr);
         let missing = sb.run(&["import", "/no/such/dir"]);
         assert_eq!(missing.code, 1);
         assert!(

@@ -106,3 +106,169 @@ fn contract_on(sb: &Sandbox) {
     assert_eq!(ctx["messages"][0]["seq"], 3);
     assert!(ctx["tokens"].as_u64().unwrap() > 0);
 }
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+/// The shapes of the compaction commands (README, "JSON output").
+#[test]
+fn compaction_commands_print_their_documented_shapes() {
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "c"]).ok();
+    let mut lines = vec![serde_json::json!({"role": "user", "content": "Keep it read-only."})];
+    for i in 0..12 {
+        lines.push(serde_json::json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{i}"), "name": "bash", "input": {"command": format!("ls dir_{i}")}}]}));
+        lines.push(serde_json::json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{i}"), "content": "entry\n".repeat(300)}]}));
+    }
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    sb.run_with_stdin(&["append", "c"], &body).ok();
+
+    let kept = sb
+        .run(&["compact", "c", "--strategy", "none", "--json"])
+        .ok()
+        .json();
+    assert_eq!(keys(&kept), ["outcome", "reason", "strategy"]);
+    assert_eq!(
+        (kept["outcome"].as_str(), kept["reason"].as_str()),
+        (Some("kept"), Some("baseline"))
+    );
+    let compaction = [
+        "cut",
+        "duration",
+        "messages_after",
+        "messages_before",
+        "outcome",
+        "plan",
+        "retention",
+        "run",
+        "strategy",
+        "summarizer_tokens",
+        "summary_id",
+        "summary_tokens",
+        "tokens_after",
+        "tokens_before",
+    ];
+    let planned = sb
+        .run(&[
+            "compact",
+            "c",
+            "--strategy",
+            "sliding",
+            "--keep-last",
+            "4",
+            "--dry-run",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let mut with_claims: Vec<&str> = compaction.to_vec();
+    with_claims.push("claims");
+    with_claims.sort();
+    assert_eq!(keys(&planned), with_claims);
+    let done = sb
+        .run(&[
+            "compact",
+            "c",
+            "--strategy",
+            "sliding",
+            "--keep-last",
+            "4",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(keys(&done), compaction);
+    assert_eq!(
+        keys(&done["retention"]),
+        ["commands", "numbers", "paths", "urls"]
+    );
+    assert_eq!(keys(&done["retention"]["paths"]), ["kept", "total"]);
+    let refused = sb
+        .run(&[
+            "compact",
+            "c",
+            "--strategy",
+            "sliding",
+            "--keep-last",
+            "2",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(refused["outcome"], "refused");
+    assert_eq!(refused["reason"], "loop_guard");
+    assert!(refused.get("after_last").is_some(), "{refused}");
+
+    let replay = sb
+        .run(&["replay", "c", "--budget", "2000", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        keys(&replay),
+        ["budget", "every", "messages", "run", "strategies"]
+    );
+    assert_eq!(
+        keys(&replay["strategies"][0]),
+        [
+            "compactions",
+            "constraint_probes",
+            "duration_ms",
+            "finding_probes",
+            "full_input_tokens",
+            "peak_context_tokens",
+            "reduction",
+            "refused",
+            "retention",
+            "source_probes",
+            "steps",
+            "strategy",
+            "summary_tokens",
+            "total_input_tokens"
+        ]
+    );
+    let growth = sb.run(&["report", "growth", "c", "--json"]).ok().json();
+    assert_eq!(
+        keys(&growth),
+        ["context_total", "full_total", "ratio", "steps", "strategy"]
+    );
+    assert_eq!(
+        keys(&growth["steps"][0]),
+        ["compacted", "context_tokens", "full_tokens", "seq"]
+    );
+
+    let pins = sb.run(&["pin", "c", "1", "--json"]).ok().json();
+    assert_eq!(pins, serde_json::json!({"pins": [1]}));
+    let first = done["summary_id"].as_u64().unwrap().to_string();
+    let forward = sb
+        .run(&[
+            "compact",
+            "c",
+            "--strategy",
+            "clear-tool-results",
+            "--keep-recent",
+            "1",
+            "--min-tokens",
+            "10",
+            "--force",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(forward["plan"], "clear_tool_results");
+    let activated = sb
+        .run(&[
+            "summary", "activate", "c", &first, "--base", &first, "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(keys(&activated), ["coverage", "id"]);
+    let diff = sb
+        .run(&["summary", "diff", &first, &first, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        keys(&diff),
+        ["a", "added", "b", "changed", "dropped", "run"]
+    );
+}

@@ -157,6 +157,11 @@ fn pinned_messages_survive_summaries_and_can_be_unpinned() {
         assert_eq!(json["pinned"][0]["seq"], 1);
         sb.run(&["pin", "r", "9"])
             .fails(4, "run \"r\" has no message 9 (its messages are 1..=5)");
+        // A bad seq among good ones pins none of them.
+        sb.run(&["pin", "r", "2", "9"]).fails(4, "has no message 9");
+        assert_eq!(sb.run(&["pin", "r"]).ok().stdout, "run r: pinned 1\n");
+        let not = sb.run(&["unpin", "r", "3"]).ok().stdout;
+        assert_eq!(not, "run r: 3 was not pinned\nrun r: pinned 1\n");
         let after = sb.run(&["unpin", "r", "1"]).ok().stdout;
         assert_eq!(after, "run r: pinned nothing\n");
         let ctx = sb.run(&["context", "r"]).ok().stdout;

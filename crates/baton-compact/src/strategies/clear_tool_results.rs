@@ -1,6 +1,7 @@
 //! `clear-tool-results { keep_recent, min_tokens }`: in the assembled context, tool results
 //! older than the last `keep_recent` messages and of at least `min_tokens` are replaced by a
-//! stub naming the tool, the seq and how to recall it. History keeps every original; the
+//! stub naming the tool, the seq and how to recall it (pinned messages never are), and a
+//! later plan never clears less than the run clears already. History keeps every original; the
 //! `tool_result` blocks stay (with their ids), so no cut is involved and the tool-call pairing a
 //! provider checks is untouched.
 //!
@@ -19,7 +20,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::strategies::clearable;
+use baton_core::Cleared;
+
 use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `clear-tool-results` strategy.
@@ -53,16 +55,28 @@ impl Strategy for ClearToolResults {
                 keep: self.keep_recent,
             });
         };
+        // Clearing only moves forward: never back before what the run clears already, never
+        // showing again a result it stubs (a lower size bar wins).
+        let (through, min_tokens) = match view.cleared() {
+            Some(c) => (through.max(c.through), self.min_tokens.min(c.min_tokens)),
+            None => (through, self.min_tokens),
+        };
         let any = view
             .tail()
             .iter()
-            .any(|m| clearable(m, through, self.min_tokens) && !view.is_cleared(m));
-        if !any {
+            .any(|m| view.clearable(m, through, min_tokens) && !view.is_cleared(m));
+        if !any
+            || view.cleared()
+                == Some(Cleared {
+                    through,
+                    min_tokens,
+                })
+        {
             return Plan::Keep(Keep::NothingToClear);
         }
         Plan::ClearToolResults {
             through,
-            min_tokens: self.min_tokens,
+            min_tokens,
         }
     }
 }

@@ -175,4 +175,14 @@ fn offline_structured_keeps_paths_and_commands_on_the_corpus() {
         );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The claims are a summary, not a copy: on every format they take a small share of what
+    // they replace.
+    for (format, t) in &totals {
+        assert!(
+            t.claim_tokens * 4 < t.dropped_tokens,
+            "{format}: {} claim tokens for {} dropped",
+            t.claim_tokens,
+            t.dropped_tokens
+        );
+    }
 }

@@ -416,3 +416,109 @@ fn replay_counts_every_model_call_and_none_is_the_quadratic_baseline() {
     );
     let _ = Keep::Baseline;
 }
+
+/// The corpus figures use one detector for both the extractor's artifacts and the audit's facts;
+/// this checks the extractor against paths, commands and constraints listed here by hand.
+#[test]
+fn the_extractor_keeps_what_a_person_would_list() {
+    let tool = |seq: u64, id: &str, name: &str, input: serde_json::Value| Entry {
+        seq: Seq(seq),
+        tokens: 40,
+        message: Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: name.into(),
+                input,
+            }],
+        },
+        created_at: Timestamp(0),
+    };
+    let result = |seq: u64, id: &str, text: &str, is_error: bool| Entry {
+        seq: Seq(seq),
+        tokens: 200,
+        message: Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: id.into(),
+                content: vec![ContentBlock::Text { text: text.into() }],
+                is_error,
+            }],
+        },
+        created_at: Timestamp(0),
+    };
+    let old = vec![
+        entry(
+            1,
+            Role::User,
+            "Upgrade the parser in crates/parser/src/lib.rs. Do not change the public API. Only touch files under crates/parser.",
+        ),
+        tool(
+            2,
+            "a",
+            "Read",
+            serde_json::json!({"file_path": "crates/parser/src/lib.rs"}),
+        ),
+        result(3, "a", "pub fn parse(...)", false),
+        tool(
+            4,
+            "b",
+            "Bash",
+            serde_json::json!({"command": "cargo test -p parser --release"}),
+        ),
+        result(
+            5,
+            "b",
+            "error: test failed, to rerun pass `-p parser`",
+            true,
+        ),
+        entry(
+            6,
+            Role::Assistant,
+            "The failure is probably in the tokenizer. See https://docs.rs/logos for the lexer.",
+        ),
+        tool(
+            7,
+            "c",
+            "Edit",
+            serde_json::json!({"file_path": "crates/parser/src/token.rs", "old_string": "x", "new_string": "y"}),
+        ),
+        result(8, "c", "ok", false),
+        entry(
+            9,
+            Role::Assistant,
+            "Next I will run the benchmarks in benches/parse.rs.",
+        ),
+    ];
+    let claims = baton_compact::state::merge(&[], baton_compact::summarizer::extract(&old), &[]);
+    let texts: Vec<String> = claims
+        .iter()
+        .map(|c| format!("{} {} [{}]", c.kind, c.text, c.source_seq))
+        .collect();
+    let has = |needle: &str| texts.iter().any(|t| t.contains(needle));
+    for expected in [
+        "constraint Do not change the public API. [1]",
+        "constraint Only touch files under crates/parser. [1]",
+        "crates/parser/src/lib.rs",
+        "crates/parser/src/token.rs",
+        "benches/parse.rs",
+        "cargo test -p parser --release",
+        "https://docs.rs/logos",
+        "hypothesis The failure is probably in the tokenizer. [6]",
+        "next_step Next I will run the benchmarks in benches/parse.rs. [9]",
+    ] {
+        assert!(has(expected), "{expected:?} not in\n{}", texts.join("\n"));
+    }
+    assert!(
+        texts.iter().any(|t| t.starts_with("failed_approach")
+            && t.contains("cargo test -p parser")
+            && t.ends_with("[5]")),
+        "{}",
+        texts.join("\n")
+    );
+    assert!(
+        texts.iter().all(|t| !t.starts_with("verified")),
+        "nothing was verified: {}",
+        texts.join("\n")
+    );
+}

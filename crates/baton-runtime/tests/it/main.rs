@@ -106,8 +106,10 @@ async fn a_pinned_message_survives_a_sliding_window() {
             .plain_text()
             .contains("Do not touch the production database.")
     );
-    // The record counts the pinned message in the context after.
+    // The record counts the pinned message in the context after, and measures the context the
+    // way assembly does.
     assert_eq!(c.messages_after, ctx.messages.len() + ctx.pinned.len());
+    assert_eq!(c.tokens_after, ctx.tokens);
 }
 
 #[tokio::test(flavor = "multi_thread")]

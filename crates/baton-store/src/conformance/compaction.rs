@@ -286,6 +286,17 @@ pub async fn cleared_results_move_forward_by_compare_and_swap(h: &dyn Harness) {
             .unwrap(),
         SetCleared::Rejected(Rejection::InvalidClear { .. })
     ));
+    let pickier = Cleared {
+        through: Seq(7),
+        min_tokens: 500,
+    };
+    assert!(matches!(
+        store
+            .set_cleared(&t, &run, Some(first), pickier)
+            .await
+            .unwrap(),
+        SetCleared::Rejected(Rejection::InvalidClear { .. })
+    ));
     let beyond = Cleared {
         through: Seq(99),
         min_tokens: 1,
@@ -312,6 +323,9 @@ pub async fn cleared_results_move_forward_by_compare_and_swap(h: &dyn Harness) {
         store.context(&t, &run).await.unwrap().cleared,
         [Seq(3), Seq(7)]
     );
+    // A pinned tool result is never a stub.
+    store.pin(&t, &run, Seq(7)).await.unwrap();
+    assert_eq!(store.context(&t, &run).await.unwrap().cleared, [Seq(3)]);
 }
 
 pub async fn a_versions_meta_is_kept_as_given(h: &dyn Harness) {

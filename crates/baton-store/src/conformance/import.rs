@@ -509,3 +509,42 @@ pub async fn run_report_counts_a_native_run(h: &dyn Harness) {
         Err(Error::RunNotFound { .. })
     ));
 }
+
+pub async fn a_last_message_read_mid_stream_is_named_as_such(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = created(
+        import_one(
+            &*store,
+            &t,
+            import_of("live", session(0), vec![]),
+            Reimport::No,
+        )
+        .await,
+    );
+    // The last response went on after the import read it.
+    let mut later = session(2);
+    later[3] = text(Role::Assistant, "it prints, and then exits with 0");
+    let err = store
+        .import(
+            &t,
+            vec![import_of("live", later, vec![])],
+            Reimport::AppendNew,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Import(ImportRejection::LastMessageChanged { stored: 4, run: r, .. }) if *r == run),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("was still being written when it was imported"),
+        "{err}"
+    );
+    assert_eq!(
+        store.run(&t, &run).await.unwrap().last_seq,
+        Seq(4),
+        "nothing appended"
+    );
+}

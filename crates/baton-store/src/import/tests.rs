@@ -22,7 +22,7 @@ fn stored(import: &NewImport, n: u64, last_seq: u64) -> Stored {
         source_messages: n,
         digest: import.digest_after(n).unwrap(),
         last_seq: Seq(last_seq),
-        compactions: 0,
+        compactions: import.compactions.len() as u64,
     }
 }
 
@@ -62,6 +62,10 @@ fn a_grown_source_is_reported_or_appended() {
         decide(&new, 0, &run(), s, Reimport::No),
         Ok(Decision::Grown { new: 2 })
     );
+    let s = Stored {
+        compactions: 0,
+        ..s
+    };
     assert_eq!(
         decide(&new, 0, &run(), s, Reimport::AppendNew),
         Ok(Decision::Append {
@@ -80,6 +84,57 @@ fn a_grown_source_is_reported_or_appended() {
             compactions_from: 1
         })
     );
+}
+
+#[test]
+fn a_compaction_after_the_last_message_is_recorded_on_reimport() {
+    let old = import_of(&["a", "b"]);
+    let mut new = import_of(&["a", "b"]);
+    new.compactions.push(SourceCompaction {
+        after: 2,
+        summary: None,
+        at: None,
+    });
+    let s = Stored {
+        compactions: 1,
+        ..stored(&old, 2, 2)
+    };
+    assert_eq!(
+        decide(&new, 0, &run(), s, Reimport::AppendNew),
+        Ok(Decision::Append {
+            from: 2,
+            compactions_from: 1
+        })
+    );
+    assert_eq!(
+        decide(&new, 0, &run(), s, Reimport::No),
+        Ok(Decision::UpToDate)
+    );
+}
+
+#[test]
+fn a_last_message_that_grew_is_told_apart_from_an_edit() {
+    // Imported while the last response was streaming: "b" then; "b, then more" now.
+    let old = import_of(&["a", "b"]);
+    let grown = import_of(&["a", "b, then more", "c"]);
+    let s = stored(&old, 2, 2);
+    let err = decide(&grown, 0, &run(), s, Reimport::AppendNew).unwrap_err();
+    let b = Message::text(Role::User, "b");
+    assert_eq!(
+        refine_divergence(err.clone(), &grown, s, &b),
+        ImportRejection::LastMessageChanged {
+            index: 0,
+            run: run(),
+            stored: 2
+        }
+    );
+    // An earlier message edited: still a divergence.
+    let edited = import_of(&["A", "b", "c"]);
+    let err = decide(&edited, 0, &run(), s, Reimport::AppendNew).unwrap_err();
+    assert!(matches!(
+        refine_divergence(err, &edited, s, &b),
+        ImportRejection::Diverged { .. }
+    ));
 }
 
 #[test]
