@@ -64,6 +64,9 @@ pub enum Command {
     Summary(SummaryCommand),
     /// Print the context the next model call would receive.
     Context(RunArg),
+    /// Talk to an agent whose every event is stored: a REPL on a terminal, else the lines of
+    /// stdin or `--message`s; `--run ID` resumes a run where it stands.
+    Chat(ChatArgs),
     /// Compact a run now: the strategy plans, the summary is written and checked, and installed
     /// by compare-and-swap (history is untouched).
     Compact(CompactArgs),
@@ -82,8 +85,17 @@ pub enum Command {
     Migrate,
     /// Check the store: connectivity, schema version, and the settings that matter.
     Doctor,
-    /// Walk through seed 000's scenario (two racing summaries, a late message) on the store.
-    Demo,
+    /// A scripted agent session, offline, left in the store to inspect (`--race`: seed 000's
+    /// scenario of two summaries racing on one base while a message arrives).
+    Demo(DemoArgs),
+}
+
+/// Arguments of `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Run seed 000's race instead: two summaries on one base while a message arrives.
+    #[arg(long)]
+    pub race: bool,
 }
 
 /// `baton runs …`
@@ -297,6 +309,84 @@ pub struct StrategyOpts {
     pub prices: Option<PathBuf>,
 }
 
+/// Arguments of `chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The run to continue (created when it does not exist); a new one when absent.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The model provider (default: anthropic when ANTHROPIC_API_KEY is set, else openai when
+    /// OPENAI_API_KEY or OPENAI_BASE_URL is).
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderKind>,
+    /// The model (default: claude-sonnet-4-5 on anthropic, gpt-4o-mini on openai).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The provider's base URL (a local OpenAI-compatible server: http://localhost:8080/v1).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// `--provider scripted`: the script the loopback server answers from.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// `--provider scripted`: which wire format the client speaks to it.
+    #[arg(long, value_enum, default_value_t = WireKind::Anthropic)]
+    pub wire: WireKind,
+    /// Make the run read-only: the executor refuses tools that change files or run commands.
+    #[arg(long)]
+    pub read_only: bool,
+    /// The compaction strategy before each model call (default: the config's, else structured).
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Who writes summaries: the model, or the offline extractor (default: model, offline for
+    /// the scripted provider).
+    #[arg(long, value_enum)]
+    pub summarizer: Option<SummarizerKind>,
+    /// Strategy settings.
+    #[command(flatten)]
+    pub opts: StrategyOpts,
+    /// The directory the tools work in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Say this and exit when the turn ends (repeatable: one turn each, in order).
+    #[arg(long, short, value_name = "TEXT")]
+    pub message: Vec<String>,
+    /// Show the before/after of every compaction.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The most tokens a reply may have.
+    #[arg(long, default_value_t = 4096, value_name = "TOKENS")]
+    pub reply_tokens: u32,
+}
+
+/// The providers `chat --provider` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderKind {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Chat Completions, or any compatible server.
+    Openai,
+    /// The scripted provider: a loopback server answering from `--script`.
+    Scripted,
+}
+
+/// The wire formats `chat --wire` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WireKind {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Chat Completions.
+    Openai,
+}
+
+/// The summarizers `chat --summarizer` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummarizerKind {
+    /// A call to the chat's model.
+    Model,
+    /// The offline extractor: no model.
+    Offline,
+}
+
 /// Arguments of `compact`.
 #[derive(Debug, Args)]
 pub struct CompactArgs {
@@ -413,4 +503,14 @@ pub struct InstallArgs {
 pub struct SummaryArg {
     /// The summary id.
     pub id: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }

@@ -161,7 +161,7 @@ async fn doctor(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Re
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
         // Boxed: the demo runs command lines through this same function.
-        Command::Demo => {
+        Command::Demo(args) if args.race => {
             return Box::pin(crate::demo::run(cli.db.as_deref(), &cli.tenant, out)).await;
         }
         Command::Migrate => return migrate(cli.db.as_deref(), cli.json, out).await,
@@ -192,6 +192,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Summary(SummaryCommand::Show(arg)) => show_summary(&env, arg.id, out).await,
         Command::Summary(SummaryCommand::Diff(args)) => diff_summaries(&env, args, out).await,
         Command::Summary(SummaryCommand::Activate(args)) => activate(&env, args, out).await,
+        Command::Chat(args) => crate::chat::run(&env, args, out).await,
         Command::Compact(args) => crate::compaction::compact(&env, args, out).await,
         Command::Replay(args) => crate::compaction::replay_run(&env, args, out).await,
         Command::Report(ReportCommand::Growth(args)) => {
@@ -200,7 +201,8 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Pin(args) => pin(&env, args, out).await,
         Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,
-        Command::Demo | Command::Migrate | Command::Doctor => Ok(()),
+        Command::Demo(_) => Box::pin(crate::demo_session::run(&env, cli.db.as_deref(), out)).await,
+        Command::Migrate | Command::Doctor => Ok(()),
     }
 }
 

@@ -34,7 +34,7 @@ struct ConfigFile {
 
 /// The configuration the options describe: the file's `[compaction]`, then the flags; and the
 /// price table.
-fn configure(
+pub(crate) fn configure(
     strategy: Option<&str>,
     opts: &StrategyOpts,
     budget: Option<u64>,
@@ -133,7 +133,7 @@ fn load_prices(path: &Path) -> anyhow::Result<PriceTable> {
     PriceTable::parse(&text).map_err(|e| InvalidInput(format!("{}: {e}", path.display())).into())
 }
 
-fn build(config: &CompactionConfig) -> anyhow::Result<Arc<dyn Strategy>> {
+pub(crate) fn build(config: &CompactionConfig) -> anyhow::Result<Arc<dyn Strategy>> {
     config
         .build()
         .map_err(|e| InvalidInput(e.to_string()).into())
@@ -263,7 +263,7 @@ fn merge(value: &mut serde_json::Value, fields: serde_json::Value) {
     }
 }
 
-fn print_compaction(
+pub(crate) fn print_compaction(
     out: &mut dyn Write,
     run: &RunId,
     c: &baton_compact::Compaction,

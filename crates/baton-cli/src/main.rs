@@ -2,9 +2,11 @@
 //! `baton: error: …` on one line and exits with the documented code (see `exit`).
 
 mod args;
+mod chat;
 mod commands;
 mod compaction;
 mod demo;
+mod demo_session;
 mod exit;
 mod import;
 

@@ -51,8 +51,8 @@ use baton_store::codec::{
     self, SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
 use baton_store::{
-    Candidate, ContextMeta, ContextParts, Error, Imported, Install, NewEntry, NewImport, NewRun,
-    Reimport, Rejection, RunReport, SearchQuery, SearchRow, SetCleared, Store,
+    Candidate, Constraint, ContextMeta, ContextParts, Error, Imported, Install, NewEntry,
+    NewImport, NewRun, Reimport, Rejection, RunReport, SearchQuery, SearchRow, SetCleared, Store,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{IsolationLevel, NoTls, Row};
@@ -1298,6 +1298,128 @@ impl Store for PgStore {
             };
             tx.commit().await.map_err(pg)?;
             Ok(meta)
+        })
+    }
+
+    async fn add_constraint(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entry: &NewEntry,
+        text: &str,
+        read_only: bool,
+    ) -> Result<Constraint, Error> {
+        let prepared = prepare(std::slice::from_ref(entry))?;
+        with_client!(self, |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            // The run's row lock orders this append with every other writer of the run.
+            let row = find_run(&tx, tenant, run, true).await?;
+            if row.status != RunStatus::Active {
+                return Err(Error::RunNotActive {
+                    run: run.clone(),
+                    status: row.status,
+                });
+            }
+            let now = Timestamp::now();
+            let seqs = insert_entries(&tx, row.pk, row.last_seq, &prepared, 0, now).await?;
+            let seq = seqs.first().copied().ok_or_else(|| Error::Corrupt {
+                what: "a constraint's message got no seq".into(),
+            })?;
+            let stmt = tx
+                .prepare_cached("INSERT INTO pins (run_pk, seq, created_at) VALUES ($1, $2, $3)")
+                .await
+                .map_err(pg)?;
+            tx.execute(&stmt, &[&row.pk, &to_i64(seq.0)?, &now.0])
+                .await
+                .map_err(pg)?;
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO run_constraints (run_pk, seq, read_only, text, created_at)
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .await
+                .map_err(pg)?;
+            tx.execute(
+                &stmt,
+                &[&row.pk, &to_i64(seq.0)?, &read_only, &text, &now.0],
+            )
+            .await
+            .map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
+            Ok(Constraint {
+                seq,
+                text: text.to_owned(),
+                read_only,
+                created_at: now,
+            })
+        })
+    }
+
+    async fn constraints(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Constraint>, Error> {
+        with_client!(self, |client| {
+            let tx = snapshot(&mut client).await?;
+            let row = find_run(&tx, tenant, run, false).await?;
+            let stmt = tx
+                .prepare_cached(
+                    "SELECT seq, text, read_only, created_at FROM run_constraints
+                     WHERE run_pk = $1 ORDER BY seq",
+                )
+                .await
+                .map_err(pg)?;
+            let rows = tx.query(&stmt, &[&row.pk]).await.map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(Constraint {
+                        seq: Seq(to_u64(r.get(0), "seq")?),
+                        text: r.get(1),
+                        read_only: r.get(2),
+                        created_at: Timestamp(r.get(3)),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    async fn start_tool(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool_use_id: &str,
+    ) -> Result<bool, Error> {
+        with_client!(self, |client| {
+            let row = find_run(&client, tenant, run, false).await?;
+            let stmt = client
+                .prepare_cached(
+                    "INSERT INTO tool_runs (run_pk, tool_use_id, started_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (run_pk, tool_use_id) DO NOTHING",
+                )
+                .await
+                .map_err(pg)?;
+            let added = client
+                .execute(&stmt, &[&row.pk, &tool_use_id, &Timestamp::now().0])
+                .await
+                .map_err(pg)?;
+            Ok(added == 1)
+        })
+    }
+
+    async fn started_tools(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<String>, Error> {
+        with_client!(self, |client| {
+            let row = find_run(&client, tenant, run, false).await?;
+            let stmt = client
+                .prepare_cached(
+                    "SELECT tool_use_id FROM tool_runs WHERE run_pk = $1 ORDER BY started_at",
+                )
+                .await
+                .map_err(pg)?;
+            Ok(client
+                .query(&stmt, &[&row.pk])
+                .await
+                .map_err(pg)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
         })
     }
 

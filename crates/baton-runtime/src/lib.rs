@@ -36,6 +36,9 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 mod compact;
+pub mod summarizer;
+pub mod tools;
 
 pub use compact::{Compactor, Error, Outcome, compact};

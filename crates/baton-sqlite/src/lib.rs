@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agent;
 mod compaction;
 mod import;
 mod migrate;
@@ -44,8 +45,8 @@ use baton_store::codec::{
     self, SummaryBody, ids_json, lookup_i64, parse_ids, parse_status, to_i64, to_u64,
 };
 use baton_store::{
-    Candidate, ContextMeta, ContextParts, Error, Imported, Install, NewEntry, NewImport, NewRun,
-    Reimport, Rejection, RunReport, SearchQuery, SetCleared, Store,
+    Candidate, Constraint, ContextMeta, ContextParts, Error, Imported, Install, NewEntry,
+    NewImport, NewRun, Reimport, Rejection, RunReport, SearchQuery, SetCleared, Store,
 };
 use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
@@ -1135,6 +1136,65 @@ impl Store for SqliteStore {
             let tx = conn.transaction().map_err(sql)?;
             let row = find_run(&tx, &tenant, &run)?;
             compaction::pins(&tx, row.pk)
+        })
+        .await
+    }
+
+    async fn add_constraint(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entry: &NewEntry,
+        text: &str,
+        read_only: bool,
+    ) -> Result<Constraint, Error> {
+        let (tenant, run, entry, text) =
+            (tenant.clone(), run.clone(), entry.clone(), text.to_owned());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let constraint = agent::add_constraint(&tx, &tenant, &run, &entry, &text, read_only)?;
+            tx.commit().map_err(sql)?;
+            Ok(constraint)
+        })
+        .await
+    }
+
+    async fn constraints(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Constraint>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            agent::constraints(&tx, row.pk)
+        })
+        .await
+    }
+
+    async fn start_tool(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool_use_id: &str,
+    ) -> Result<bool, Error> {
+        let (tenant, run, id) = (tenant.clone(), run.clone(), tool_use_id.to_owned());
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let started = agent::start_tool(&tx, &tenant, &run, &id)?;
+            tx.commit().map_err(sql)?;
+            Ok(started)
+        })
+        .await
+    }
+
+    async fn started_tools(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<String>, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.read(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let row = find_run(&tx, &tenant, &run)?;
+            agent::started_tools(&tx, row.pk)
         })
         .await
     }

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_search.sql"),
     include_str!("../migrations/0003_import.sql"),
     include_str!("../migrations/0004_compaction.sql"),
+    include_str!("../migrations/0005_agent.sql"),
 ];
 
 /// The schema version this build writes.

@@ -23,8 +23,10 @@ use crate::{
     Candidate, Error, Install, NewEntry, NewRun, Rejection, SearchKind, SearchQuery, Store,
 };
 
+mod agent;
 mod compaction;
 mod import;
+pub use agent::*;
 pub use compaction::*;
 pub use import::*;
 
@@ -81,7 +83,9 @@ macro_rules! conformance_tests {
             versions_activate_backwards_and_forwards_by_compare_and_swap,
             concurrent_activations_on_one_base_have_one_winner,
             cleared_results_move_forward_by_compare_and_swap,
-            a_versions_meta_is_kept_as_given
+            a_versions_meta_is_kept_as_given,
+            constraints_are_pinned_messages_the_executor_can_read,
+            a_started_tool_call_is_claimed_once
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

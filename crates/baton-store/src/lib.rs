@@ -143,6 +143,35 @@ pub trait Store: Send + Sync {
     /// The run's pinned seqs, in order.
     async fn pins(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Seq>, Error>;
 
+    /// Sets a constraint on the run, in one transaction: appends `entry` (the message that
+    /// states it, so the model sees it), pins it (so no compaction drops it), and records the
+    /// constraint, which the executor reads to decide whether a tool may run. Returns the
+    /// constraint with the seq of its message.
+    async fn add_constraint(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        entry: &NewEntry,
+        text: &str,
+        read_only: bool,
+    ) -> Result<Constraint, Error>;
+
+    /// The run's constraints, oldest first.
+    async fn constraints(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<Constraint>, Error>;
+
+    /// Records that the tool call `tool_use_id` (of a tool with side effects) is about to run.
+    /// Returns `false` when it was recorded already: the call may have run before, and must not
+    /// run again.
+    async fn start_tool(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool_use_id: &str,
+    ) -> Result<bool, Error>;
+
+    /// The tool calls recorded as started, in any order.
+    async fn started_tools(&self, tenant: &TenantId, run: &RunId) -> Result<Vec<String>, Error>;
+
     /// Makes an earlier (or later) version of the run's summary the active one, by
     /// compare-and-swap on the same pointer an install moves: the pointer moves only if it
     /// still names `base`. History is untouched; the version's coverage may be lower than the
@@ -290,6 +319,19 @@ pub struct Candidate {
     /// What made it (the compaction's strategy, sizes, retention audit…), kept with the version
     /// as given and shown by `summary show`; the store does not interpret it.
     pub meta: Option<serde_json::Value>,
+}
+
+/// A constraint the user set on a run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Constraint {
+    /// The seq of the (pinned) message that states it.
+    pub seq: Seq,
+    /// What the user said.
+    pub text: String,
+    /// Whether it forbids tools with side effects.
+    pub read_only: bool,
+    /// When it was set.
+    pub created_at: baton_core::Timestamp,
 }
 
 /// What [`Store::context_parts`] reads.

@@ -5,6 +5,10 @@
 //! [`render_message`] writes one back, and [`render_request_messages`] writes a whole history in
 //! the form the Messages API requires.
 //!
+//! Around the messages: [`request`] renders and parses whole request bodies and checks a
+//! conversation as the API does, [`response`] reads and writes response and error bodies, and
+//! [`stream`] reads and writes the server-sent events of a streamed reply.
+//!
 //! # Roles
 //!
 //! The API has two message roles, `user` and `assistant`; system text sits in the request's
@@ -68,6 +72,14 @@ use serde_json::{Map, Value, json};
 
 use crate::Error;
 use crate::json::{Obj, Path, wrong_type};
+
+pub mod request;
+pub mod response;
+pub mod stream;
+
+pub use request::{check_messages, parse_request, render_request};
+pub use response::{parse_error, parse_response, render_error, render_response};
+pub use stream::{Stream, render_stream};
 
 #[cfg(test)]
 mod tests;

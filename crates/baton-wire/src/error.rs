@@ -1,9 +1,12 @@
-//! The crate's one error type: what was wrong with a vendor message, and where.
+//! The crate's one error type: what was wrong with a vendor message, request or response, and
+//! where.
 
-/// Why a vendor message could not be read.
+/// Why a vendor message, request body, response body or stream could not be read.
 ///
-/// Every variant carries `at`, the place in the message, such as `message`, `message: role` or
-/// `message: content[2].source`, and the offending value where there is one.
+/// The message variants carry `at`, the place in the message, such as `message`, `message: role`
+/// or `message: content[2].source`, and the offending value where there is one.
+/// [`Error::Invalid`] names a place in a request body (`messages.3`), [`Error::Malformed`] a
+/// place in a response body or stream (`stream event 4 (content_block_delta)`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -74,5 +77,36 @@ pub enum Error {
         anthropic: String,
         /// The first OpenAI marker found.
         openai: String,
+    },
+    /// A request body the vendor's API would refuse, such as a `tool_result` that answers no
+    /// `tool_use`; `message` is worded as the real API words it.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// Where in the request: `messages.3`, `messages.[3]`, `max_tokens`.
+        at: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A response body or stream event that is not what the wire format says it is.
+    #[error("{at}: {detail}")]
+    Malformed {
+        /// Where: `response`, `stream line 7`, `stream event 4 (content_block_delta)`.
+        at: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A stream that ended before its final event.
+    #[error("the stream ended before {missing}")]
+    Truncated {
+        /// The event that never came, such as `message_stop` or `[DONE]`.
+        missing: &'static str,
+    },
+    /// An error the vendor reported inside a stream or a response body.
+    #[error("{kind}: {message}")]
+    Api {
+        /// The vendor's error type, such as `overloaded_error`.
+        kind: String,
+        /// The vendor's message.
+        message: String,
     },
 }

@@ -7,6 +7,20 @@
 //! - [`Error`] says what was wrong with a message and where, such as
 //!   `message: content[2]: unknown block type "video"`.
 //!
+//! Around the messages, for clients and test servers that speak the APIs:
+//!
+//! - [`RequestBody`] and [`ToolDef`] are a model call's body, rendered and parsed per vendor
+//!   (`anthropic::render_request`, `openai::parse_request`), and checked as the real APIs check
+//!   them (`anthropic::check_messages`: a `tool_result` without its `tool_use`, a `tool_use`
+//!   without its result, an assistant message first).
+//! - [`Reply`] and [`Usage`] are what comes back: parsed from a response body
+//!   (`anthropic::parse_response`) or accumulated from server-sent events by [`Stream`], which
+//!   yields [`StreamDelta`]s on the way and reports a truncated stream or a malformed event.
+//!   The render functions write the same bodies and event sequences, for a server.
+//! - [`ApiError`] is a vendor's error body, read and written per vendor.
+//! - [`sse`] splits a byte stream into server-sent events.
+//! - [`Format`] chooses between the two vendors at run time.
+//!
 //! Both directions go through [`baton_core::Message`].
 //! Reading is strict about meaning and lenient about bookkeeping: unknown block types and unknown
 //! fields inside blocks are errors, while unknown top-level fields (a response's `id`, `model` and
@@ -42,10 +56,15 @@ use serde_json::Value;
 
 pub mod anthropic;
 mod error;
+mod exchange;
 mod json;
 pub mod openai;
+pub mod sse;
 
 pub use error::Error;
+pub use exchange::{
+    ApiError, MaxTokensField, Reply, RequestBody, Stream, StreamDelta, ToolDef, Usage,
+};
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,10 @@
 //! [`render_message`] writes one core message as one or more Chat Completions messages, and
 //! [`render_request_messages`] writes a whole history in the form the API requires.
 //!
+//! Around the messages: [`request`] renders and parses whole request bodies and checks a
+//! conversation as the API does, [`response`] reads and writes response and error bodies, and
+//! [`stream`] reads and writes the chunks of a streamed reply.
+//!
 //! # Roles
 //!
 //! `system` and `developer` read as [`Role::System`] (and `system` is written), `user` as
@@ -83,6 +87,14 @@ use serde_json::{Map, Value, json};
 
 use crate::Error;
 use crate::json::{Obj, Path, wrong_type};
+
+pub mod request;
+pub mod response;
+pub mod stream;
+
+pub use request::{check_messages, parse_request, render_request};
+pub use response::{parse_error, parse_response, render_error, render_response};
+pub use stream::{Stream, render_stream};
 
 #[cfg(test)]
 mod tests;
@@ -378,16 +390,21 @@ fn parse_tool_call(value: &Value, at: Path) -> Result<ContentBlock, Error> {
     obj.only(&["id", "type", "function"], &[], "tool call")?;
     let function = Obj::new(obj.required("function")?, obj.at.field("function"))?;
     function.only(&["name", "arguments"], &[], "function")?;
-    let arguments = function.str("arguments")?;
-    let input = match serde_json::from_str::<Value>(arguments) {
-        Ok(value) if !value.is_string() => value,
-        _ => Value::String(arguments.to_owned()),
-    };
+    let input = parse_arguments(function.str("arguments")?);
     Ok(ContentBlock::ToolUse {
         id: obj.str("id")?.to_owned(),
         name: function.str("name")?.to_owned(),
         input,
     })
+}
+
+/// Reads a tool call's `arguments`: valid JSON that is not a string literal as that value, and
+/// anything else as the raw text (see the module documentation).
+pub(crate) fn parse_arguments(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value) if !value.is_string() => value,
+        _ => Value::String(arguments.to_owned()),
+    }
 }
 
 /// Reads a `data:<type>;base64,<data>` URL as inline bytes, and any other URL as a URL.

@@ -10,6 +10,7 @@
 )]
 
 mod bad_input;
+mod chat;
 mod compaction;
 mod import;
 mod json_contract;

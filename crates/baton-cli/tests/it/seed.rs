@@ -117,9 +117,9 @@ fn two_candidates_race_on(sb: &Sandbox) {
 }
 
 #[test]
-fn the_demo_runs_the_scenario_on_the_given_database() {
+fn the_race_demo_runs_the_seed_scenario_on_the_given_database() {
     let sb = Sandbox::new();
-    let out = sb.run(&["demo"]).ok().stdout;
+    let out = sb.run(&["demo", "--race"]).ok().stdout;
     assert!(out.contains("stale base"), "{out}");
     assert!(out.contains("- Solo lectura [seq 1]"), "{out}");
     let runs = sb.run(&["runs", "list", "--json"]).ok().json();
@@ -127,7 +127,7 @@ fn the_demo_runs_the_scenario_on_the_given_database() {
     let ctx = sb.run(&["context", &run, "--json"]).ok().json();
     assert_eq!(ctx["summary"]["coverage"], 4);
     // Running it again starts another run instead of failing.
-    sb.run(&["demo"]).ok();
+    sb.run(&["demo", "--race"]).ok();
     assert_eq!(
         sb.run(&["runs", "list", "--json"]).ok().json()["runs"]
             .as_array()
@@ -135,6 +135,31 @@ fn the_demo_runs_the_scenario_on_the_given_database() {
             .len(),
         2
     );
+}
+
+#[test]
+fn the_demo_is_an_agent_session_that_compacts_and_keeps_the_read_only_constraint() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["demo"]).ok().stdout;
+    assert!(out.contains("[compaction: structured"), "{out}");
+    assert!(out.contains("refused: this run is read-only"), "{out}");
+    assert!(out.contains("src/retry.rs is unchanged"), "{out}");
+    let runs = sb.run(&["runs", "list", "--json"]).ok().json();
+    let run = runs["runs"][0]["id"].as_str().unwrap().to_owned();
+    let history = sb.run(&["--json", "history", &run]).ok().json();
+    let messages = history["messages"].as_array().unwrap();
+    assert!(messages.len() > 10, "{history}");
+    // The constraint is the first message and pinned; the context still carries it whole.
+    let ctx = sb.run(&["context", &run, "--json"]).ok().json();
+    assert!(ctx["summary"]["coverage"].as_u64().unwrap() > 1, "{ctx}");
+    assert!(ctx.to_string().contains("Keep this run read-only"), "{ctx}");
+    let summaries = sb.run(&["summary", "list", &run, "--json"]).ok().json();
+    assert!(
+        summaries["summaries"].as_array().unwrap().len() >= 2,
+        "{summaries}"
+    );
+    // The protocol holds in what was stored: every tool call has its result.
+    sb.run(&["history", &run, "--check"]).ok();
 }
 
 #[test]

@@ -257,7 +257,10 @@ async fn a_version_1_schema_is_migrated_and_its_history_becomes_searchable() {
     }
     let store = schema.store().await;
     assert!(store.migrate().await.unwrap().is_empty());
-    assert_eq!(store.doctor().await.unwrap().schema_version, 4);
+    assert_eq!(
+        store.doctor().await.unwrap().schema_version,
+        baton_postgres::SCHEMA_VERSION
+    );
     let run = RunId::new("old").unwrap();
     let seqs =
         |entries: Vec<baton_core::Entry>| entries.iter().map(|e| e.seq.0).collect::<Vec<_>>();

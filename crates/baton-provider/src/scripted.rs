@@ -1,0 +1,515 @@
+//! The scripted provider: [`ScriptedServer`], a real HTTP server on `127.0.0.1` that speaks the
+//! Anthropic Messages API (`POST /v1/messages`) and OpenAI Chat Completions
+//! (`POST /v1/chat/completions`), answers from a [`Script`], and refuses malformed requests as
+//! the real APIs do. Tests and `baton demo` point the real clients at it.
+//!
+//! # What it checks
+//!
+//! Every request is recorded first ([`ScriptedServer::requests`]: path, body, non-secret
+//! headers, and whether an auth header was present — never its value). Then, in order:
+//!
+//! 1. The body must be a request of the path's format (`baton_wire`'s `parse_request`), else
+//!    HTTP 400.
+//! 2. The conversation must be valid as the real API judges it (`check_messages`), else HTTP
+//!    400 in the vendor's error shape, with the vendor's wording and the offending index:
+//!    a conversation that starts with an assistant message; a `tool_result` (Anthropic) or
+//!    `tool` message (OpenAI) that answers no tool call of the assistant message just before;
+//!    a tool call that the next user message's `tool_result`s (Anthropic) or the next `tool`
+//!    messages (OpenAI) do not answer.
+//!    Anthropic: `{"type": "error", "error": {"type": "invalid_request_error", "message":
+//!    "messages.3: `tool_result` block(s) provided when previous message does not have
+//!    `tool_use` blocks"}}`; OpenAI: `{"error": {"message": "messages.[3]: Invalid parameter:
+//!    messages with role 'tool' must be a response to a preceding message with 'tool_calls'.",
+//!    "type": "invalid_request_error", "param": "messages.[3]", "code": null}}`.
+//! 3. The request consumes the first unconsumed turn whose `when` matches. When none does:
+//!    HTTP 500, saying the script is exhausted and, for each unconsumed turn, which condition
+//!    failed. (The clients retry 500s; a test of exhaustion sets `max_retries` to 0.)
+//! 4. The turn's `expect` must hold on the raw body, else HTTP 400 naming the expectation
+//!    (the turn stays consumed).
+//!
+//! # The script
+//!
+//! ```json
+//! {"turns": [
+//!   {"reply": {"text": "I'll read it.", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]}},
+//!   {"when": {"tools": false}, "reply": {"text": "[{\"kind\":\"goal\",\"text\":\"x\",\"source_seq\":1}]"}},
+//!   {"expect": {"contains": "read-only"}, "reply": {"text": "Done."}},
+//!   {"reply": {"error": {"status": 429, "retry_after": 0}}},
+//!   {"reply": {"raw": "this is not json"}},
+//!   {"reply": {"text": "cut off", "truncate": true}},
+//!   {"reply": {"delay_ms": 2000, "text": "late"}}
+//! ]}
+//! ```
+//!
+//! - `when` (optional; all given conditions must hold): `tools` — whether the request offers
+//!   tools; `system_contains` — a substring of the system text; `last_user_contains` — a
+//!   substring of the text of the messages after the last assistant message (the latest user
+//!   input, or the tool results).
+//! - `expect` (optional): `contains` / `not_contains` — substrings the raw request body must
+//!   (not) contain.
+//! - `reply`: `text`; `tool_calls` (`name`, `input`; the server makes the ids, `toolu_…` for
+//!   Anthropic and `call_…` for OpenAI, unique across servers); `stop` (`end_turn`, `tool_use`,
+//!   `max_tokens`, translated per format; default `tool_use` when there are tool calls, else
+//!   `end_turn`); `error` (`status`, optional `retry_after` seconds and `message`, sent in the
+//!   vendor's error shape); `raw` (this exact body, status 200); `truncate` (the stream ends
+//!   before its final event); `delay_ms` (wait before answering).
+//!   `error` wins over `raw`, which wins over the rest.
+//!
+//! The reply streams as server-sent events when the request says `"stream": true`, and is one
+//! JSON body otherwise. Its usage says input tokens ≈ request bytes / 4 and output tokens ≈
+//! reply bytes / 4; its model is the request's.
+//!
+//! ```
+//! use baton_provider::scripted::{Script, ScriptedServer};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let script = Script::from_json(r#"{"turns": [{"reply": {"text": "Hi."}}]}"#)?;
+//! let server = ScriptedServer::start(script)?;
+//! assert!(server.anthropic_url().starts_with("http://127.0.0.1:"));
+//! assert!(server.openai_url().ends_with("/v1"));
+//! assert!(server.requests().is_empty());
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use baton_core::{ContentBlock, Message, Role};
+use baton_wire::{Format, RequestBody, Usage};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+mod script;
+
+pub use script::{ErrorReply, Expect, Reply, Script, ToolCall, Turn, When};
+
+#[cfg(test)]
+mod tests;
+
+/// One request the server received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedRequest {
+    /// Its path, such as `/v1/messages`.
+    pub path: String,
+    /// Its body as JSON, or as a JSON string holding the raw text when it was not JSON.
+    pub body: Value,
+    /// Its headers, names lowercase, except those that may hold a secret (`authorization`,
+    /// `x-api-key`, cookies, and any whose name mentions a key, token or secret).
+    pub headers: BTreeMap<String, String>,
+    /// Whether it carried `authorization`, `x-api-key` or `api-key`. Their values are never
+    /// kept.
+    pub auth: bool,
+}
+
+/// A scripted Anthropic and OpenAI server on loopback; see the module documentation.
+///
+/// It runs on a thread of its own, so it serves whether or not the caller runs an async
+/// runtime. Dropping it stops it; [`ScriptedServer::shutdown`] also waits until it has stopped.
+#[derive(Debug)]
+pub struct ScriptedServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    stopped: Option<oneshot::Receiver<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    turns: Mutex<Vec<(Turn, bool)>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    counter: AtomicU64,
+    /// Random hex that makes this server's ids unlike another's.
+    nonce: String,
+}
+
+impl ScriptedServer {
+    /// Binds `127.0.0.1:0` and starts serving `script`.
+    pub fn start(script: Script) -> std::io::Result<ScriptedServer> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let listener = {
+            let _context = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        let shared = Arc::new(Shared {
+            turns: Mutex::new(script.turns.into_iter().map(|t| (t, false)).collect()),
+            requests: Mutex::new(Vec::new()),
+            counter: AtomicU64::new(0),
+            nonce: format!("{:08x}", random() & 0xffff_ffff),
+        });
+        let app = Router::new()
+            .route("/v1/messages", post(anthropic))
+            .route("/v1/chat/completions", post(openai))
+            .fallback(not_found)
+            .with_state(shared.clone());
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let (stopped_tx, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("baton-scripted-{}", addr.port()))
+            .spawn(move || {
+                let served = runtime.block_on(
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = stop_rx.await;
+                        })
+                        .into_future(),
+                );
+                if let Err(err) = served {
+                    tracing::warn!(error = %err, "scripted server stopped");
+                }
+                let _ = stopped_tx.send(());
+            })?;
+        tracing::debug!(%addr, "scripted server started");
+        Ok(ScriptedServer {
+            addr,
+            shared,
+            stop: Some(stop),
+            stopped: Some(stopped),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL the Anthropic client takes: `http://127.0.0.1:PORT` (no `/v1`).
+    pub fn anthropic_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The base URL the OpenAI client takes: `http://127.0.0.1:PORT/v1`.
+    pub fn openai_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far, in order, whatever was answered.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// How many turns are not consumed yet.
+    pub fn remaining_turns(&self) -> usize {
+        lock(&self.shared.turns)
+            .iter()
+            .filter(|(_, used)| !used)
+            .count()
+    }
+
+    /// Stops serving, and waits until the server has finished the requests in flight.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(stopped) = self.stopped.take() {
+            let _ = stopped.await;
+        }
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn random() -> u64 {
+    let mut hasher = std::hash::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(&shared, Format::Anthropic, "/v1/messages", &headers, &body).await
+}
+
+async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(
+        &shared,
+        Format::OpenAi,
+        "/v1/chat/completions",
+        &headers,
+        &body,
+    )
+    .await
+}
+
+async fn not_found(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.record(uri.path(), &headers, &body);
+    let message = format!(
+        "scripted server: no route {}; it serves POST /v1/messages and POST /v1/chat/completions",
+        uri.path()
+    );
+    json_response(
+        StatusCode::NOT_FOUND,
+        &Format::Anthropic.render_error(404, &message, None),
+    )
+}
+
+async fn answer(
+    shared: &Shared,
+    format: Format,
+    path: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let value = shared.record(path, headers, body);
+    let error = |status: u16, message: &str, param: Option<&str>| {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json_response(code, &format.render_error(status, message, param))
+    };
+    let Some(value) = value else {
+        return error(400, "the request body is not valid JSON", None);
+    };
+    let checked = format
+        .parse_request(&value)
+        .and_then(|request| format.check_messages(&request.messages).map(|()| request));
+    let request = match checked {
+        Ok(request) => request,
+        Err(err) => {
+            let param = match &err {
+                baton_wire::Error::Invalid { at, .. } => Some(at.clone()),
+                _ => None,
+            };
+            tracing::debug!(error = %err, "scripted server refused a request");
+            return error(400, &err.to_string(), param.as_deref());
+        }
+    };
+    let (index, turn) = match shared.take_turn(&request) {
+        Ok(found) => found,
+        Err(message) => return error(500, &message, None),
+    };
+    if let Err(failed) = turn.expect.check(&String::from_utf8_lossy(body)) {
+        return error(
+            400,
+            &format!("scripted server: turns[{index}]: {failed}"),
+            None,
+        );
+    }
+    let reply = turn.reply;
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+    if let Some(failure) = &reply.error {
+        let message = failure
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("scripted error (HTTP {})", failure.status));
+        let mut response = error(failure.status, &message, None);
+        if let Some(seconds) = failure.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        return response;
+    }
+    if let Some(raw) = reply.raw {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            raw,
+        )
+            .into_response();
+    }
+    let wire = shared.reply(format, &request, body.len(), &reply);
+    let id = shared.id(match format {
+        Format::Anthropic => "msg_01",
+        Format::OpenAi => "chatcmpl-",
+    });
+    if request.stream {
+        let mut events = format.render_stream(&wire, &id);
+        if reply.truncate {
+            events.pop();
+        }
+        return (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            events.concat(),
+        )
+            .into_response();
+    }
+    let mut text = format.render_response(&wire, &id).to_string();
+    if reply.truncate {
+        let mut half = text.len() / 2;
+        while !text.is_char_boundary(half) {
+            half += 1;
+        }
+        text.truncate(half);
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+impl Shared {
+    /// Records a request; returns its body as JSON, when it is.
+    fn record(&self, path: &str, headers: &HeaderMap, body: &[u8]) -> Option<Value> {
+        let value: Option<Value> = serde_json::from_slice(body).ok();
+        let mut kept = BTreeMap::new();
+        let mut auth = false;
+        for (name, value) in headers {
+            let name = name.as_str().to_ascii_lowercase();
+            if matches!(name.as_str(), "authorization" | "x-api-key" | "api-key") {
+                auth = true;
+                continue;
+            }
+            let secret = ["key", "token", "secret", "cookie", "authorization"]
+                .iter()
+                .any(|word| name.contains(word));
+            if secret {
+                continue;
+            }
+            if let Ok(value) = value.to_str() {
+                kept.insert(name, value.to_owned());
+            }
+        }
+        lock(&self.requests).push(RecordedRequest {
+            path: path.to_owned(),
+            body: value
+                .clone()
+                .unwrap_or_else(|| Value::String(String::from_utf8_lossy(body).into_owned())),
+            headers: kept,
+            auth,
+        });
+        value
+    }
+
+    /// Consumes the first unconsumed turn whose `when` matches, or says why none does.
+    fn take_turn(&self, request: &RequestBody) -> Result<(usize, Turn), String> {
+        let mut turns = lock(&self.turns);
+        let mut failed = Vec::new();
+        for (index, (turn, used)) in turns.iter_mut().enumerate() {
+            if *used {
+                continue;
+            }
+            match turn.when.check(request) {
+                Ok(()) => {
+                    *used = true;
+                    return Ok((index, turn.clone()));
+                }
+                Err(why) => failed.push(format!("turns[{index}]: {why}")),
+            }
+        }
+        Err(match failed.is_empty() {
+            true => format!(
+                "scripted server: the script is exhausted: all {} turns were consumed",
+                turns.len()
+            ),
+            false => format!(
+                "scripted server: the script is exhausted for this request: no unconsumed turn matches ({})",
+                failed.join("; ")
+            ),
+        })
+    }
+
+    /// A new id: `prefix`, this server's nonce, and a counter.
+    fn id(&self, prefix: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{prefix}{}{n:04}", self.nonce)
+    }
+
+    /// The wire reply a scripted reply stands for.
+    fn reply(
+        &self,
+        format: Format,
+        request: &RequestBody,
+        request_bytes: usize,
+        reply: &Reply,
+    ) -> baton_wire::Reply {
+        let mut content = Vec::new();
+        let mut output_bytes = 0;
+        if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
+            output_bytes += text.len();
+            content.push(ContentBlock::Text {
+                text: text.to_owned(),
+            });
+        }
+        for call in &reply.tool_calls {
+            let id = self.id(match format {
+                Format::Anthropic => "toolu_01",
+                Format::OpenAi => "call_",
+            });
+            output_bytes += call.name.len() + call.input.to_string().len();
+            content.push(ContentBlock::ToolUse {
+                id,
+                name: call.name.clone(),
+                input: call.input.clone(),
+            });
+        }
+        let stop = match reply.stop.as_deref() {
+            Some(stop) => stop,
+            None if reply.tool_calls.is_empty() => "end_turn",
+            None => "tool_use",
+        };
+        let stop = match (format, stop) {
+            (Format::Anthropic, "stop") => "end_turn",
+            (Format::Anthropic, "tool_calls") => "tool_use",
+            (Format::Anthropic, "length") => "max_tokens",
+            (Format::OpenAi, "end_turn") => "stop",
+            (Format::OpenAi, "tool_use") => "tool_calls",
+            (Format::OpenAi, "max_tokens") => "length",
+            (_, other) => other,
+        };
+        baton_wire::Reply {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            stop_reason: stop.to_owned(),
+            usage: Usage {
+                input_tokens: (request_bytes as u64 / 4).max(1),
+                output_tokens: (output_bytes as u64 / 4).max(1),
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+            },
+            model: request.model.clone(),
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! The agent loop: context → model → tool calls → tool results, every event appended to the
+//! store before the next step.
+//!
+//! Each step reads the run's state back from the store and does the one thing it calls for:
+//! - the last message is the model's, with tool calls it has not had answered → run the tools
+//!   (under the executor policy) and append their results as one message;
+//! - the last message is the model's, without pending calls → the turn is over;
+//! - otherwise (the user spoke, or tool results came back) → compact if the strategy and the
+//!   trigger say so, then call the model with the assembled context and append its reply.
+//!
+//! Because every step starts from what is stored, killing the process anywhere and calling
+//! [`Agent::resume`] again continues where the run stands: a model call whose reply was not yet
+//! appended is made again (it had no effect), a tool call with side effects is recorded as
+//! started before it runs, so one found started but unanswered is answered with an error saying
+//! it may or may not have taken effect, never run twice.
+//!
+//! The executor policy comes from the run's constraints in the store, never from the model or
+//! from summary prose: on a read-only run, tools with side effects are refused with an error
+//! the model sees, however many compactions happened since the constraint was set.
+
+use std::path::PathBuf;
+
+use baton_core::tokens::TokenCounter;
+use baton_core::{ContentBlock, Context, Message, Role, RunId, TenantId};
+use baton_provider::{Delta, Provider, Request, Usage};
+use baton_store::{Constraint, NewEntry, Store};
+use serde_json::Value;
+
+use crate::tools::{ToolContext, Toolbox};
+use crate::{Compactor, Outcome, compact};
+
+/// What the loop needs besides the store and the provider.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The directory the tools work in.
+    pub workdir: PathBuf,
+    /// The most tokens a reply may have.
+    pub max_tokens: u32,
+    /// The most steps (model calls and tool rounds) one turn may take.
+    pub max_steps: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            workdir: PathBuf::from("."),
+            max_tokens: 4_096,
+            max_steps: 50,
+        }
+    }
+}
+
+/// Something the loop did, for a user interface to show as it happens.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event<'e> {
+    /// Streamed assistant text.
+    Text(&'e str),
+    /// The model called a tool.
+    ToolCall {
+        /// The tool.
+        name: &'e str,
+        /// Its input.
+        input: &'e Value,
+    },
+    /// A tool answered.
+    ToolResult {
+        /// The tool.
+        name: &'e str,
+        /// Whether it failed (or was refused).
+        is_error: bool,
+        /// What it returned.
+        text: &'e str,
+    },
+    /// A compaction ran before a model call, or was refused.
+    Compaction(&'e Outcome),
+    /// A compaction failed (the summarizer could not write a valid summary); the run goes on
+    /// uncompacted.
+    CompactionFailed(&'e str),
+    /// A model call finished.
+    ModelCall {
+        /// The model.
+        model: &'e str,
+        /// Its token usage.
+        usage: Usage,
+    },
+}
+
+/// Receives [`Event`]s.
+pub trait Observer: Send {
+    /// One event.
+    fn event(&mut self, event: Event<'_>);
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&mut self, _event: Event<'_>) {}
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum TurnEnd {
+    /// The model answered and called no more tools.
+    Answered,
+    /// The turn took [`Settings::max_steps`] steps without the model ending it.
+    StepLimit,
+    /// There was nothing to do: the run has no message to answer.
+    Idle,
+}
+
+/// What went wrong in a turn. The run stays resumable: nothing half-written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] baton_store::Error),
+    /// The model call failed.
+    #[error(transparent)]
+    Provider(#[from] baton_provider::Error),
+    /// Compaction failed in a way that is not the summarizer's.
+    #[error(transparent)]
+    Compact(#[from] crate::Error),
+}
+
+/// The agent of one run.
+pub struct Agent<'a> {
+    /// Where the run lives.
+    pub store: &'a dyn Store,
+    /// The run's tenant.
+    pub tenant: &'a TenantId,
+    /// The run.
+    pub run: &'a RunId,
+    /// The model.
+    pub provider: &'a dyn Provider,
+    /// The tools the model may call.
+    pub tools: &'a Toolbox,
+    /// How the context is compacted before a model call.
+    pub compactor: Compactor<'a>,
+    /// How appended messages are counted.
+    pub counter: &'a dyn TokenCounter,
+    /// The rest.
+    pub settings: Settings,
+}
+
+/// Markers that make a constraint read-only (case-insensitive).
+const READ_ONLY_MARKERS: &[&str] = &[
+    "read-only",
+    "read only",
+    "readonly",
+    "solo lectura",
+    "sólo lectura",
+    "do not write",
+    "don't write",
+    "no writes",
+    "do not modify",
+    "don't modify",
+];
+
+/// Whether a constraint's words forbid tools with side effects.
+pub fn is_read_only(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    READ_ONLY_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+impl Agent<'_> {
+    /// Sets a constraint on the run: appended as a pinned user message (the model sees it
+    /// however the context is compacted) and recorded for the executor. `read_only` forces a
+    /// read-only constraint; otherwise it is read-only when its words say so
+    /// ([`is_read_only`]).
+    pub async fn constrain(&self, text: &str, read_only: bool) -> Result<Constraint, AgentError> {
+        let read_only = read_only || is_read_only(text);
+        let enforced = if read_only {
+            " The executor enforces it: tools that change files or run commands are refused."
+        } else {
+            ""
+        };
+        let message = Message::text(
+            Role::User,
+            format!("Constraint set by the user for the rest of this run: {text}{enforced}"),
+        );
+        let entry = NewEntry::counted(message, self.counter);
+        Ok(self
+            .store
+            .add_constraint(self.tenant, self.run, &entry, text, read_only)
+            .await?)
+    }
+
+    /// Appends what the user said and runs the turn.
+    pub async fn say(
+        &self,
+        text: &str,
+        observer: &mut dyn Observer,
+    ) -> Result<TurnEnd, AgentError> {
+        let entry = NewEntry::counted(Message::text(Role::User, text), self.counter);
+        self.store
+            .append(self.tenant, self.run, std::slice::from_ref(&entry))
+            .await?;
+        self.resume(observer).await
+    }
+
+    /// Runs the turn from wherever the run stands.
+    pub async fn resume(&self, observer: &mut dyn Observer) -> Result<TurnEnd, AgentError> {
+        for _ in 0..self.settings.max_steps.max(1) {
+            let context = self.store.context(self.tenant, self.run).await?;
+            let Some(last) = context.messages.last() else {
+                return Ok(TurnEnd::Idle);
+            };
+            if last.message.role == Role::Assistant {
+                let pending: Vec<(String, String, Value)> = last
+                    .message
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::ToolUse { id, name, input } => {
+                            Some((id.clone(), name.clone(), input.clone()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if pending.is_empty() {
+                    return Ok(TurnEnd::Answered);
+                }
+                self.run_tools(&pending, observer).await?;
+                continue;
+            }
+            self.maybe_compact(observer).await?;
+            self.call_model(observer).await?;
+        }
+        Ok(TurnEnd::StepLimit)
+    }
+
+    async fn maybe_compact(&self, observer: &mut dyn Observer) -> Result<(), AgentError> {
+        match compact(self.store, self.tenant, self.run, &self.compactor).await {
+            Ok(outcome) => {
+                if !matches!(outcome, Outcome::Kept(_)) {
+                    observer.event(Event::Compaction(&outcome));
+                }
+                Ok(())
+            }
+            // A summarizer that cannot write a valid summary skips this compaction; the
+            // conversation goes on uncompacted.
+            Err(crate::Error::Summarize(err)) => {
+                observer.event(Event::CompactionFailed(&err.to_string()));
+                Ok(())
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    async fn call_model(&self, observer: &mut dyn Observer) -> Result<(), AgentError> {
+        let context = self.store.context(self.tenant, self.run).await?;
+        let request = self.request(&context);
+        let mut on_delta = |delta: Delta| {
+            if let Delta::Text(text) = &delta {
+                observer.event(Event::Text(text));
+            }
+        };
+        let response = self.provider.send(&request, &mut on_delta).await?;
+        observer.event(Event::ModelCall {
+            model: &response.model,
+            usage: response.usage,
+        });
+        let entry = NewEntry::counted(response.message, self.counter);
+        self.store
+            .append(self.tenant, self.run, std::slice::from_ref(&entry))
+            .await?;
+        Ok(())
+    }
+
+    /// The model call for `context`: the agent's instructions and the context's preamble as the
+    /// system text, the tail as the conversation (which must open with the user), the tools.
+    pub fn request(&self, context: &Context) -> Request {
+        let mut system = format!(
+            "You are a coding agent working in the directory {}. Use the tools to read, search and change files there and to run commands; use recall to read back earlier messages of this conversation in full.",
+            self.settings.workdir.display()
+        );
+        if let Some(preamble) = context.preamble() {
+            system.push_str("\n\n");
+            system.push_str(&preamble.plain_text());
+        }
+        let mut messages: Vec<Message> = context
+            .messages
+            .iter()
+            .filter(|e| e.message.role != Role::System)
+            .map(|e| e.message.clone())
+            .collect();
+        if messages.first().is_some_and(|m| m.role == Role::Assistant) {
+            messages.insert(
+                0,
+                Message::text(
+                    Role::User,
+                    "(The conversation before this point is summarized in the system text.)",
+                ),
+            );
+        }
+        Request {
+            model: self.provider.model().to_owned(),
+            system: Some(system),
+            messages,
+            tools: self.tools.specs(),
+            max_tokens: self.settings.max_tokens,
+            temperature: None,
+        }
+    }
+
+    async fn run_tools(
+        &self,
+        pending: &[(String, String, Value)],
+        observer: &mut dyn Observer,
+    ) -> Result<(), AgentError> {
+        let constraints = self.store.constraints(self.tenant, self.run).await?;
+        let read_only = constraints.iter().find(|c| c.read_only);
+        let started = self.store.started_tools(self.tenant, self.run).await?;
+        let ctx = ToolContext {
+            workdir: &self.settings.workdir,
+            store: self.store,
+            tenant: self.tenant,
+            run: self.run,
+        };
+        let mut results = Vec::with_capacity(pending.len());
+        for (id, name, input) in pending {
+            observer.event(Event::ToolCall { name, input });
+            let outcome: Result<String, String> = match self.tools.get(name) {
+                None => Err(format!(
+                    "unknown tool {name:?}; the tools are {}",
+                    self.tools.names().join(", ")
+                )),
+                Some(tool) if tool.side_effects() => match read_only {
+                    Some(c) => Err(format!(
+                        "refused: this run is read-only (the user's constraint at seq {}: \"{}\"); {name} changes files or runs commands",
+                        c.seq, c.text
+                    )),
+                    None if started.contains(id) => Err(format!(
+                        "interrupted: this {name} call started before the session stopped and may or may not have taken effect; check before trying again"
+                    )),
+                    None => {
+                        if self.store.start_tool(self.tenant, self.run, id).await? {
+                            tool.call(input, &ctx).await
+                        } else {
+                            Err(format!(
+                                "interrupted: this {name} call was already started; check its effect before trying again"
+                            ))
+                        }
+                    }
+                },
+                Some(tool) => tool.call(input, &ctx).await,
+            };
+            let (text, is_error) = match outcome {
+                Ok(text) => (text, false),
+                Err(text) => (text, true),
+            };
+            observer.event(Event::ToolResult {
+                name,
+                is_error,
+                text: &text,
+            });
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: id.clone(),
+                content: vec![ContentBlock::Text { text }],
+                is_error,
+            });
+        }
+        let message = Message {
+            role: Role::User,
+            content: results,
+        };
+        let entry = NewEntry::counted(message, self.counter);
+        self.store
+            .append(self.tenant, self.run, std::slice::from_ref(&entry))
+            .await?;
+        Ok(())
+    }
+}

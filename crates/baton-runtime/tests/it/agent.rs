@@ -1,0 +1,414 @@
+//! The agent loop against the scripted provider over HTTP, in both wire formats: tool loops,
+//! parallel calls, the read-only constraint enforced after many compactions (seed 003's case),
+//! bad tool calls answered as errors, and a provider failure that leaves the run resumable.
+
+use std::sync::Arc;
+
+use baton_compact::strategies::Structured;
+use baton_compact::trigger::Trigger;
+use baton_compact::{Offline, Strategy};
+use baton_core::prices::PriceTable;
+use baton_core::tokens::ByteEstimate;
+use baton_core::{ContentBlock, Role, RunId, Seq, TenantId};
+use baton_provider::scripted::{Script, ScriptedServer};
+use baton_provider::{Provider, Secret};
+use baton_runtime::Compactor;
+use baton_runtime::agent::{Agent, AgentError, Quiet, Settings, TurnEnd};
+use baton_runtime::tools::Toolbox;
+use baton_sqlite::SqliteStore;
+use baton_store::{NewRun, Store};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+fn client(wire: Wire, server: &ScriptedServer) -> Arc<dyn Provider> {
+    match wire {
+        Wire::Anthropic => {
+            let mut c = baton_provider::anthropic::Config::new("claude-test");
+            c.api_key = Some(Secret::new("sk-ant-test"));
+            c.base_url = server.anthropic_url();
+            c.max_retries = 0;
+            Arc::new(baton_provider::anthropic::Client::new(c).unwrap())
+        }
+        Wire::OpenAi => {
+            let mut c = baton_provider::openai::Config::new("gpt-test");
+            c.base_url = server.openai_url();
+            c.max_retries = 0;
+            Arc::new(baton_provider::openai::Client::new(c).unwrap())
+        }
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    store: SqliteStore,
+    tenant: TenantId,
+    run: RunId,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    std::fs::write(
+        dir.path().join("work/notes.txt"),
+        "the cache is stale\n".repeat(40),
+    )
+    .unwrap();
+    let store = SqliteStore::open(dir.path().join("b.db")).await.unwrap();
+    let tenant = TenantId::default_tenant();
+    let run = store
+        .create_run(&tenant, &NewRun::default())
+        .await
+        .unwrap()
+        .id;
+    Setup {
+        dir,
+        store,
+        tenant,
+        run,
+    }
+}
+
+fn turns(value: Value) -> Script {
+    Script::from_json(&json!({ "turns": value }).to_string()).unwrap()
+}
+
+async fn run_turn(
+    s: &Setup,
+    provider: &dyn Provider,
+    strategy: &dyn Strategy,
+    text: Option<&str>,
+    read_only: bool,
+) -> Result<TurnEnd, AgentError> {
+    let tools = Toolbox::standard();
+    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let agent = Agent {
+        store: &s.store,
+        tenant: &s.tenant,
+        run: &s.run,
+        provider,
+        tools: &tools,
+        compactor: Compactor {
+            strategy,
+            summarizer: &Offline,
+            trigger: &trigger,
+            prices: &prices,
+            force: false,
+            dry_run: false,
+        },
+        counter: &ByteEstimate,
+        settings: Settings {
+            workdir: s.dir.path().join("work"),
+            max_tokens: 1024,
+            max_steps: 200,
+        },
+    };
+    if read_only {
+        agent
+            .constrain("Solo lectura: this run is read-only.", true)
+            .await?;
+    }
+    match text {
+        Some(text) => agent.say(text, &mut Quiet).await,
+        None => agent.resume(&mut Quiet).await,
+    }
+}
+
+/// Seed 003's case: "read-only" said at step 1; after eighty steps and several compactions the
+/// model asks to write, and the executor refuses, the file untouched, the constraint still in
+/// the request the model gets.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_constraint_holds_at_step_80_after_compactions() {
+    for wire in [Wire::Anthropic, Wire::OpenAi] {
+        let s = setup().await;
+        let mut script: Vec<Value> = (0..79)
+            .map(|_| json!({"reply": {"text": "Reading again.", "tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]}}))
+            .collect();
+        script.push(json!({"reply": {"text": "Now I will fix it.", "tool_calls": [{"name": "write_file", "input": {"path": "notes.txt", "content": "fixed"}}]}}));
+        script.push(json!({"expect": {"contains": "read-only"}, "reply": {"text": "I cannot write: the run is read-only."}}));
+        let server = ScriptedServer::start(turns(json!(script))).unwrap();
+        let provider = client(wire, &server);
+        let structured = Structured {
+            threshold: 3_000,
+            keep_recent: 4,
+            keep_tokens: None,
+        };
+        let end = run_turn(
+            &s,
+            &*provider,
+            &structured,
+            Some("Find why the cache is stale."),
+            true,
+        )
+        .await
+        .unwrap();
+        assert_eq!(end, TurnEnd::Answered, "{wire:?}");
+        assert_eq!(server.remaining_turns(), 0, "{wire:?}: every turn used");
+        let versions = s.store.summaries(&s.tenant, &s.run).await.unwrap();
+        assert!(
+            versions.len() >= 3,
+            "{wire:?}: {} compactions",
+            versions.len()
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.dir.path().join("work/notes.txt")).unwrap(),
+            "the cache is stale\n".repeat(40),
+            "{wire:?}: the file is untouched"
+        );
+        let history = s
+            .store
+            .read_range(&s.tenant, &s.run, Seq(1), None)
+            .await
+            .unwrap();
+        let refused = history.iter().flat_map(|e| &e.message.content).any(|b| {
+            matches!(b, ContentBlock::ToolResult { is_error: true, content, .. }
+                if matches!(&content[0], ContentBlock::Text { text } if text.starts_with("refused: this run is read-only")))
+        });
+        assert!(refused, "{wire:?}");
+        // Every request the server received passed its protocol checks (or the run would
+        // have failed), and the last one still carried the constraint.
+        let last = server.requests().pop().unwrap();
+        assert!(last.body.to_string().contains("read-only"), "{wire:?}");
+        assert_eq!(history.last().unwrap().message.role, Role::Assistant);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_and_bad_tool_calls_are_answered_in_one_message() {
+    for wire in [Wire::Anthropic, Wire::OpenAi] {
+        let s = setup().await;
+        let script = turns(json!([
+            {"reply": {"tool_calls": [
+                {"name": "list_dir", "input": {"path": "."}},
+                {"name": "read_file", "input": {"path": 7}},
+                {"name": "delete_everything", "input": {}}
+            ]}},
+            {"expect": {"contains": "unknown tool"}, "reply": {"text": "Done."}}
+        ]));
+        let server = ScriptedServer::start(script).unwrap();
+        let provider = client(wire, &server);
+        let none = baton_compact::strategies::NoCompaction;
+        let end = run_turn(&s, &*provider, &none, Some("Look around."), false)
+            .await
+            .unwrap();
+        assert_eq!(end, TurnEnd::Answered);
+        let history = s
+            .store
+            .read_range(&s.tenant, &s.run, Seq(3), Some(Seq(3)))
+            .await
+            .unwrap();
+        let texts: Vec<(bool, String)> = history[0]
+            .message
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult {
+                    is_error, content, ..
+                } => match &content[0] {
+                    ContentBlock::Text { text } => (*is_error, text.clone()),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts[0], (false, "notes.txt".to_owned()), "{wire:?}");
+        assert!(
+            texts[1].0 && texts[1].1.contains("\"path\" must be a string"),
+            "{texts:?}"
+        );
+        assert!(
+            texts[2].0 && texts[2].1.starts_with("unknown tool \"delete_everything\""),
+            "{texts:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_failure_writes_nothing_and_the_run_resumes() {
+    let s = setup().await;
+    let broken =
+        ScriptedServer::start(turns(json!([{"reply": {"raw": "this is not json"}}]))).unwrap();
+    let provider = client(Wire::Anthropic, &broken);
+    let none = baton_compact::strategies::NoCompaction;
+    let err = run_turn(&s, &*provider, &none, Some("Hello?"), false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AgentError::Provider(_)), "{err}");
+    assert_eq!(
+        s.store.run(&s.tenant, &s.run).await.unwrap().last_seq,
+        Seq(1),
+        "only the user's message"
+    );
+    let truncated =
+        ScriptedServer::start(turns(json!([{"reply": {"text": "cut", "truncate": true}}])))
+            .unwrap();
+    let provider = client(Wire::OpenAi, &truncated);
+    assert!(run_turn(&s, &*provider, &none, None, false).await.is_err());
+    assert_eq!(
+        s.store.run(&s.tenant, &s.run).await.unwrap().last_seq,
+        Seq(1)
+    );
+    let good = ScriptedServer::start(turns(json!([{"reply": {"text": "Hello."}}]))).unwrap();
+    let provider = client(Wire::Anthropic, &good);
+    assert_eq!(
+        run_turn(&s, &*provider, &none, None, false).await.unwrap(),
+        TurnEnd::Answered
+    );
+    assert_eq!(
+        s.store.run(&s.tenant, &s.run).await.unwrap().last_seq,
+        Seq(2)
+    );
+}
+
+/// A side-effecting call recorded as started but never answered (the process died while it
+/// ran) is answered as interrupted on resume, not run again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_started_side_effect_is_not_run_twice_on_resume() {
+    let s = setup().await;
+    let script = turns(json!([
+        {"reply": {"tool_calls": [{"name": "run_command", "input": {"command": "echo again >> count.txt"}}]}},
+        {"expect": {"contains": "interrupted"}, "reply": {"text": "It may have run already; I will check."}}
+    ]));
+    let server = ScriptedServer::start(script).unwrap();
+    let provider = client(Wire::Anthropic, &server);
+    // The first model call happens; before the tool runs, the "process" stops: simulate by
+    // running one step by hand: append the user's message and the model's call, mark it started.
+    let none = baton_compact::strategies::NoCompaction;
+    let tools = Toolbox::standard();
+    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let agent = Agent {
+        store: &s.store,
+        tenant: &s.tenant,
+        run: &s.run,
+        provider: &*provider,
+        tools: &tools,
+        compactor: Compactor {
+            strategy: &none,
+            summarizer: &Offline,
+            trigger: &trigger,
+            prices: &prices,
+            force: false,
+            dry_run: false,
+        },
+        counter: &ByteEstimate,
+        settings: Settings {
+            workdir: s.dir.path().join("work"),
+            max_tokens: 1024,
+            max_steps: 1,
+        },
+    };
+    // One step: the model call (max_steps 1 stops before the tools run).
+    assert_eq!(
+        agent.say("Count.", &mut Quiet).await.unwrap(),
+        TurnEnd::StepLimit
+    );
+    let history = s
+        .store
+        .read_range(&s.tenant, &s.run, Seq(2), Some(Seq(2)))
+        .await
+        .unwrap();
+    let id = history[0].message.tool_use_ids().next().unwrap().to_owned();
+    assert!(s.store.start_tool(&s.tenant, &s.run, &id).await.unwrap());
+    let agent = Agent {
+        settings: Settings {
+            max_steps: 10,
+            ..agent.settings.clone()
+        },
+        ..agent
+    };
+    assert_eq!(agent.resume(&mut Quiet).await.unwrap(), TurnEnd::Answered);
+    assert!(
+        !s.dir.path().join("work/count.txt").exists(),
+        "not run twice"
+    );
+}
+
+/// The model-backed summarizer: a bad reply gets one retry with the error; a good one is
+/// installed with its token cost; two bad ones skip the compaction and the run goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_summarizer_retries_once_then_gives_up() {
+    use baton_runtime::summarizer::ModelSummarizer;
+    use baton_runtime::{Outcome, compact};
+    let s = setup().await;
+    for i in 0..6 {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        s.store
+            .append(
+                &s.tenant,
+                &s.run,
+                &[baton_store::NewEntry::estimated(baton_core::Message::text(
+                    role,
+                    format!("message {i}: {}", "detail ".repeat(60)),
+                ))],
+            )
+            .await
+            .unwrap();
+    }
+    let script = turns(json!([
+        {"when": {"tools": false}, "reply": {"text": "Here is the summary: it went well."}},
+        {"when": {"tools": false}, "expect": {"contains": "cannot be installed"},
+         "reply": {"text": "```json\n[{\"kind\":\"goal\",\"text\":\"finish the work\",\"source_seq\":1}]\n```"}},
+        {"when": {"tools": false}, "reply": {"text": "[{\"kind\":\"goal\",\"text\":\"x\",\"source_seq\":99}]"}},
+        {"when": {"tools": false}, "reply": {"text": "still not json"}}
+    ]));
+    let server = ScriptedServer::start(script).unwrap();
+    let provider = client(Wire::Anthropic, &server);
+    let summarizer = ModelSummarizer::new(provider.clone(), 1024);
+    let strategy = baton_compact::strategies::Summarize {
+        threshold: 100,
+        keep_recent: 2,
+        keep_tokens: None,
+        instructions: None,
+    };
+    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let compactor = Compactor {
+        strategy: &strategy,
+        summarizer: &summarizer,
+        trigger: &trigger,
+        prices: &prices,
+        force: true,
+        dry_run: false,
+    };
+    let outcome = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap();
+    let Outcome::Compacted(c) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(c.summarizer_tokens > 0, "its cost is recorded");
+    let summary = s
+        .store
+        .summary(&s.tenant, c.summary_id.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(summary.claims[0].text, "finish the work");
+    // Two bad replies: the compaction fails, nothing installed.
+    s.store
+        .append(
+            &s.tenant,
+            &s.run,
+            &[baton_store::NewEntry::estimated(baton_core::Message::text(
+                Role::User,
+                "more ".repeat(400),
+            ))],
+        )
+        .await
+        .unwrap();
+    let err = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("two replies could not be installed"),
+        "{err}"
+    );
+    assert_eq!(s.store.summaries(&s.tenant, &s.run).await.unwrap().len(), 1);
+}
