@@ -21,6 +21,7 @@
 pub mod claim;
 pub mod context;
 mod ids;
+pub mod key;
 mod message;
 pub mod prices;
 mod record;
@@ -30,6 +31,7 @@ pub mod units;
 pub use claim::{Claim, ClaimKind, InvalidCandidate};
 pub use context::{Context, ContextSummary};
 pub use ids::{MAX_ID_LEN, RunId, Seq, SummaryId, TenantId, Timestamp};
+pub use key::{KeyError, KeyInput, RequestKey};
 pub use message::{ContentBlock, MediaSource, Message, Role};
 pub use record::{Cleared, Entry, EntryMeta, Run, RunStatus, Summary};
 

@@ -18,6 +18,9 @@
 //!   keeps, carried whole when a summary covers them), `summaries.meta` (what made a version,
 //!   JSON as its installer gave it) and `runs.cleared_through` / `cleared_min_tokens` (which
 //!   old tool results the context shows as a stub, moved forward by compare-and-swap).
+//!   Version 6 adds the response cache (`cache_entries`, see `cache`): cached results with the
+//!   SHA-256 of their bodies, `flights` (who is computing a key's result now, under a lease
+//!   and a token) and `calls`, the call log.
 //! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
 //!   settings that matter.
 //!
@@ -61,8 +64,10 @@ pub use migrate::SCHEMA_VERSION;
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "baton";
-/// Connections kept by one store.
-const POOL_SIZE: usize = 16;
+/// Connections kept by one store, unless the URL says `pool_size=N`: enough for one process's
+/// concurrent calls, few enough that a dozen processes fit PostgreSQL's default 100
+/// connections.
+const POOL_SIZE: usize = 8;
 
 /// A [`Store`] on PostgreSQL.
 #[derive(Clone)]
@@ -98,8 +103,9 @@ pub struct Doctor {
     pub settings: Vec<(String, String)>,
 }
 
-/// Splits `postgres://…?schema=NAME&…` into a driver config and the schema name.
-fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Error> {
+/// Splits `postgres://…?schema=NAME&pool_size=N&…` into a driver config, the schema name, the
+/// URL as shown (redacted) and the pool size.
+fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String, usize), Error> {
     let invalid = |detail: String| Error::InvalidUrl {
         url: redact(url),
         detail,
@@ -109,10 +115,22 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Erro
         None => (url, ""),
     };
     let mut schema = DEFAULT_SCHEMA.to_owned();
+    let mut pool_size = POOL_SIZE;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", value)) => schema = value.to_owned(),
+            Some(("pool_size", value)) => {
+                pool_size = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "pool_size {value:?}: expected a number from 1 to 1000"
+                        ))
+                    })?;
+            }
             _ => kept.push(pair),
         }
     }
@@ -144,7 +162,7 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String), Erro
         config.connect_timeout(std::time::Duration::from_secs(10));
     }
     config.application_name("baton");
-    Ok((config, schema, redact(url)))
+    Ok((config, schema, redact(url), pool_size))
 }
 
 /// The URL with any password replaced by `***`: in the user info (everything before the first
@@ -199,7 +217,7 @@ impl PgStore {
 
     /// Builds the pool without touching the server (connections open on first use).
     pub fn connect_without_migrating(url: &str) -> Result<Self, Error> {
-        let (config, schema, shown_url) = parse_url(url)?;
+        let (config, schema, shown_url, pool_size) = parse_url(url)?;
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -208,7 +226,7 @@ impl PgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(pool_size)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(std::time::Duration::from_secs(30)))
             .create_timeout(Some(std::time::Duration::from_secs(10)))
@@ -902,6 +920,9 @@ macro_rules! with_client {
         result
     }};
 }
+
+// After `with_client!`, which it uses.
+mod cache;
 
 /// A `REPEATABLE READ READ ONLY` transaction: every read in it sees one snapshot, so a run, its
 /// summary and its tail agree with each other.

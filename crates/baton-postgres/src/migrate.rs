@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_import.sql"),
     include_str!("../migrations/0004_compaction.sql"),
     include_str!("../migrations/0005_agent.sql"),
+    include_str!("../migrations/0006_cache.sql"),
 ];
 
 /// The schema version this build writes.

@@ -27,6 +27,7 @@
 //! ```
 
 mod agent;
+mod cache;
 mod compaction;
 mod import;
 mod migrate;

@@ -24,9 +24,11 @@ use crate::{
 };
 
 mod agent;
+mod cache;
 mod compaction;
 mod import;
 pub use agent::*;
+pub use cache::*;
 pub use compaction::*;
 pub use import::*;
 
@@ -35,6 +37,10 @@ pub use import::*;
 pub trait Harness: Send + Sync {
     /// Opens the harness's database with fresh connections. Every call reaches the same data.
     async fn open(&self) -> Arc<dyn Store>;
+
+    /// Overwrites every stored cache body behind the store's back (its checksum unchanged),
+    /// as a bad disk or a stray write would: the store must notice.
+    async fn corrupt_cache_bodies(&self);
 }
 
 /// Expands to one `#[tokio::test]` per conformance test, each with a fresh harness from
@@ -85,7 +91,13 @@ macro_rules! conformance_tests {
             cleared_results_move_forward_by_compare_and_swap,
             a_versions_meta_is_kept_as_given,
             constraints_are_pinned_messages_the_executor_can_read,
-            a_started_tool_call_is_claimed_once
+            a_started_tool_call_is_claimed_once,
+            cache_entries_are_served_until_they_expire_and_count_hits,
+            the_cache_is_isolated_by_tenant_whatever_the_key,
+            a_corrupt_entry_is_reported_removed_and_never_served,
+            concurrent_claimers_have_one_leader,
+            an_expired_lease_goes_to_one_claimer_with_a_higher_token,
+            the_call_log_keeps_every_call_in_order_per_tenant
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

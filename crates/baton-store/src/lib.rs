@@ -12,6 +12,8 @@
 //! - [`Error`]: what went wrong otherwise, naming the offending value.
 //! - [`import`]: imported runs: their origin, found again by source key, and extended by what
 //!   the source gained since, never duplicated.
+//! - [`cache`]: the response cache's entries, in-flight records and the call log
+//!   ([`CacheStore`], which every `Store` also is).
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
@@ -36,6 +38,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cache;
 pub mod codec;
 pub mod conformance;
 pub mod import;
@@ -48,6 +51,7 @@ use baton_core::{
     Seq, Summary, SummaryId, TenantId, tokens,
 };
 
+pub use cache::{CacheEntry, CacheStore, CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry};
 pub use import::{
     CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
     RunOrigin, RunReport, SourceCompaction,
@@ -68,7 +72,7 @@ pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows,
 ///   index up to date (the [`search_rows`] of every message past the run's indexed mark), so
 ///   `search` finds every message committed before it was called.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: CacheStore + Send + Sync {
     /// Creates a run (and its tenant, on first use).
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error>;
 
@@ -543,6 +547,12 @@ pub enum Error {
     /// or a limit of 0.
     #[error("search: {detail}")]
     InvalidQuery {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A cache entry or flight that cannot be stored as asked (a zero TTL or lease).
+    #[error("cache: {detail}")]
+    InvalidCache {
         /// What is wrong with it.
         detail: String,
     },

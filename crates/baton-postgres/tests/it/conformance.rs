@@ -13,6 +13,14 @@ impl Harness for TempSchema {
     async fn open(&self) -> Arc<dyn Store> {
         Arc::new(self.store().await)
     }
+
+    async fn corrupt_cache_bodies(&self) {
+        let sql = format!(
+            "UPDATE \"{}\".cache_entries SET body = '\\xdeadbeef'::bytea",
+            self.name
+        );
+        self.raw().await.batch_execute(&sql).await.unwrap();
+    }
 }
 
 baton_store::conformance_tests!(TempSchema::new());

@@ -28,6 +28,12 @@ impl Harness for TempSqlite {
                 .unwrap(),
         )
     }
+
+    async fn corrupt_cache_bodies(&self) {
+        let conn = rusqlite::Connection::open(self.dir.path().join("baton.db")).unwrap();
+        conn.execute("UPDATE cache_entries SET body = X'deadbeef'", [])
+            .unwrap();
+    }
 }
 
 baton_store::conformance_tests!(TempSqlite::new());

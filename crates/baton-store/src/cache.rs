@@ -1,0 +1,253 @@
+//! What the response cache, in-flight deduplication and the call log keep in the store.
+//!
+//! Roles:
+//! - [`CacheStore`]: the operations, implemented by every backend and checked by
+//!   [`conformance`](crate::conformance) like the rest of [`Store`](crate::Store).
+//! - Cache entries ([`NewCacheEntry`], [`CacheEntry`], [`Lookup`]): a successful, complete
+//!   result under its [`RequestKey`], per tenant, until it expires. The body is kept with its
+//!   SHA-256, and a body that no longer matches it is [`Lookup::Corrupt`]: reported, removed,
+//!   never served.
+//! - Flights ([`Flight`]): the record that one caller, somewhere, is computing a key's result
+//!   now. Claimed atomically with a lease; the lease is renewed while the work runs; an expired
+//!   lease lets exactly one waiter take over, with a higher token; only the current token's
+//!   holder can renew or release it.
+//! - The call log ([`CallRecord`]): one row per model call, however it was answered.
+//!
+//! The key is never a permission: every operation takes the caller's tenant and reaches only
+//! that tenant's rows, whatever key it names; authorization proper is the caller's policy hook
+//! (`baton-cache`), run before any of these is called.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::key::RequestKey;
+use baton_core::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// A result to keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewCacheEntry<'a> {
+    /// The request's key.
+    pub key: RequestKey,
+    /// The operation (`anthropic.messages`, …), kept to report on.
+    pub operation: &'a str,
+    /// The result, as the caller serialized it.
+    pub body: &'a [u8],
+    /// How long it may be served. Never zero.
+    pub ttl: Duration,
+}
+
+/// A kept result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheEntry {
+    /// The request's key.
+    pub key: RequestKey,
+    /// The operation.
+    pub operation: String,
+    /// The result.
+    pub body: Vec<u8>,
+    /// When it was stored.
+    pub created_at: Timestamp,
+    /// When it stops being served.
+    pub expires_at: Timestamp,
+    /// How many times it was served, this one included.
+    pub hits: u64,
+}
+
+/// What a lookup found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// A live entry; its hit count was incremented.
+    Hit(CacheEntry),
+    /// No live entry (none, or expired).
+    Miss,
+    /// An entry whose body no longer matches its checksum. It was removed; the caller treats
+    /// this as a miss and reports it.
+    Corrupt {
+        /// What did not match.
+        detail: String,
+    },
+}
+
+/// What claiming a flight gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Flight {
+    /// The caller holds the flight with this token: it does the work, renews the lease while
+    /// it runs, and releases the flight when its result is stored (or it gave up).
+    Leader {
+        /// The token; it grows each time the flight changes hands.
+        token: u64,
+        /// Whether the caller took it over from a holder whose lease had expired.
+        took_over: bool,
+    },
+    /// Someone else holds it: wait for the result, and claim again when the lease expires.
+    Held {
+        /// The holder.
+        owner: String,
+        /// When its lease runs out.
+        lease_expires_at: Timestamp,
+    },
+}
+
+/// How a model call was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// Sent upstream, and it answered.
+    Executed,
+    /// Answered from the cache.
+    CacheHit,
+    /// Answered with the result of an identical call in flight at the same time.
+    Coalesced,
+    /// Failed (upstream, or waiting for the call it was coalesced with).
+    Error,
+}
+
+impl CallOutcome {
+    /// Its name in the log and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Executed => "executed",
+            CallOutcome::CacheHit => "cache_hit",
+            CallOutcome::Coalesced => "coalesced",
+            CallOutcome::Error => "error",
+        }
+    }
+
+    /// The outcome a stored name stands for.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "executed" => CallOutcome::Executed,
+            "cache_hit" => CallOutcome::CacheHit,
+            "coalesced" => CallOutcome::Coalesced,
+            "error" => CallOutcome::Error,
+            _ => return None,
+        })
+    }
+}
+
+/// One model call, as the call log keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// When the call started.
+    pub at: Timestamp,
+    /// The operation (`anthropic.messages`, `openai.chat_completions`, …).
+    pub operation: String,
+    /// The request's key: the same derivation as the cache's, so identical requests have one.
+    pub request_hash: RequestKey,
+    /// The model.
+    pub model: String,
+    /// Input tokens of the answer (for a hit or a coalesced call: of the answer it was given).
+    pub input_tokens: u64,
+    /// Output tokens of the answer.
+    pub output_tokens: u64,
+    /// What the answer costs when it is executed, in US dollars, at the price table; `None`
+    /// when the model has no price. Recorded for every outcome, so the report can say what a
+    /// hit or a coalesced call saved.
+    pub cost_usd: Option<f64>,
+    /// How it was answered.
+    pub outcome: CallOutcome,
+    /// How long the caller waited, in milliseconds.
+    pub latency_ms: u64,
+    /// Whether an identical request was in flight at the same time.
+    pub overlapped: bool,
+}
+
+/// The store half of the response cache, in-flight deduplication and the call log.
+///
+/// Contract, for every backend:
+/// - Every operation is scoped by tenant: tenant B never reads, counts, claims or releases
+///   tenant A's rows, even with A's exact key.
+/// - `cache_get` serves only live entries (`expires_at` after now) whose body matches its
+///   SHA-256, and counts the hit in the same statement; a corrupt entry is removed and
+///   reported, never served.
+/// - `cache_put` replaces the key's entry (a fresh result wins over an older one).
+/// - `claim_flight` is atomic: of any number of concurrent claimers of a key with no live
+///   flight, exactly one gets [`Flight::Leader`]; a flight whose lease expired goes to exactly
+///   one claimer, with a higher token.
+/// - `renew_flight` and `release_flight` act only for the current token.
+#[async_trait]
+pub trait CacheStore: Send + Sync {
+    /// The live entry for `key`, counting the hit.
+    async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error>;
+
+    /// Stores (or replaces) an entry. A zero TTL is [`Error::InvalidCache`].
+    async fn cache_put(&self, tenant: &TenantId, entry: &NewCacheEntry<'_>) -> Result<(), Error>;
+
+    /// Removes the tenant's expired entries; returns how many.
+    async fn cache_prune(&self, tenant: &TenantId) -> Result<u64, Error>;
+
+    /// Claims the flight for `key` for `owner`, for `lease`.
+    async fn claim_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Flight, Error>;
+
+    /// Extends the lease of the flight held with `token` to `lease` from now; `false` when the
+    /// token is no longer the current one (the flight was taken over or released).
+    async fn renew_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        token: u64,
+        lease: Duration,
+    ) -> Result<bool, Error>;
+
+    /// Ends the flight held with `token`; `false` when that token no longer holds it.
+    async fn release_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        token: u64,
+    ) -> Result<bool, Error>;
+
+    /// Appends records to the call log, in one transaction.
+    async fn log_calls(&self, tenant: &TenantId, records: &[CallRecord]) -> Result<(), Error>;
+
+    /// The tenant's calls that started in `since..until`, oldest first (ties in log order).
+    async fn calls(
+        &self,
+        tenant: &TenantId,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<CallRecord>, Error>;
+}
+
+/// A TTL as whole milliseconds: at least 1, or [`Error::InvalidCache`].
+pub fn ttl_millis(ttl: Duration, what: &str) -> Result<i64, Error> {
+    let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    if millis == 0 {
+        return Err(Error::InvalidCache {
+            detail: format!("{what} must be at least 1 ms (got {ttl:?})"),
+        });
+    }
+    Ok(millis)
+}
+
+/// `now + millis`, saturating.
+pub fn later(now: Timestamp, millis: i64) -> Timestamp {
+    Timestamp(now.0.saturating_add(millis))
+}
+
+/// The SHA-256 of a cache body, which the store keeps beside it.
+pub fn body_digest(body: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(body).into()
+}
+
+/// Checks a stored body against its digest: `Err` names the mismatch.
+pub fn check_body(key: &RequestKey, body: &[u8], digest: &[u8]) -> Result<(), String> {
+    if body_digest(body).as_slice() == digest {
+        Ok(())
+    } else {
+        Err(format!(
+            "cache entry {key}: its body ({} bytes) does not match its SHA-256",
+            body.len()
+        ))
+    }
+}
