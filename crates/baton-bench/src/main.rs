@@ -100,6 +100,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+mod cache;
 mod compaction;
 mod import;
 mod postgres;
@@ -352,6 +353,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     };
     let mode = if args.quick { "quick" } else { "default" };
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_time()
         .build()
         .context("starting the tokio runtime")?;
     let dir = tempfile::Builder::new()
@@ -387,6 +389,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     tokens::section(args.quick, &mut report, &mut out)?;
     compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();

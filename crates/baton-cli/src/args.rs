@@ -73,9 +73,12 @@ pub enum Command {
     /// Re-walk a run step by step under each strategy, offline, and compare what each sends,
     /// keeps and costs.
     Replay(ReplayArgs),
-    /// Reports over a run.
+    /// Reports: a run's token growth, the duplicate work in the call log or the runs.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// One model call through the response cache (key, single-flight across processes, call
+    /// log); prints the reply.
+    Call(CallArgs),
     /// Pin messages: no compaction ever drops them, and the context carries them whole; with
     /// no seq, list the run's pins.
     Pin(PinArgs),
@@ -88,6 +91,50 @@ pub enum Command {
     /// A scripted agent session, offline, left in the store to inspect (`--race`: seed 000's
     /// scenario of two summaries racing on one base while a message arrives).
     Demo(DemoArgs),
+}
+
+/// Arguments of `call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// What to ask (one user message).
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub message: String,
+    /// System instructions.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// The model provider (default as for `chat`).
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderKind>,
+    /// The model (default as for `chat`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The provider's base URL.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// `--provider scripted`: the script the loopback server answers from.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// The most tokens the reply may have.
+    #[arg(long, value_name = "TOKENS", default_value_t = 1024)]
+    pub max_tokens: u32,
+    /// Fresh processing: do not read the cache (the result is still stored).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Do not store the result.
+    #[arg(long)]
+    pub no_store: bool,
+    /// How long the result may be served, e.g. `1h`, `30m` (default 24h).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ttl: Option<std::time::Duration>,
+    /// Make the same call this many times (load and deduplication checks).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: u32,
+    /// How many of the repeats run at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: u32,
+    /// A price table (TOML) instead of the built-in one, for the call log's costs.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// Arguments of `demo`.
@@ -442,6 +489,31 @@ pub enum ReportCommand {
     /// Per step, the input tokens of the full transcript against the compacted context, the
     /// totals, and an SVG chart.
     Growth(GrowthArgs),
+    /// Per day and operation: calls, calls repeating an earlier identical request, their cost,
+    /// and the identical requests that overlapped in time, from the call log; with `--tools`,
+    /// the same over the stored runs' tool calls.
+    Duplicates(DuplicatesArgs),
+}
+
+/// Arguments of `report duplicates`.
+#[derive(Debug, Args)]
+pub struct DuplicatesArgs {
+    /// One UTC day, `YYYY-MM-DD`.
+    #[arg(long, value_name = "YYYY-MM-DD", conflicts_with_all = ["since", "until"])]
+    pub day: Option<String>,
+    /// From this UTC day on (inclusive).
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub since: Option<String>,
+    /// Up to this UTC day (inclusive).
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub until: Option<String>,
+    /// Only this operation (with `--tools`: this tool).
+    #[arg(long, value_name = "OP")]
+    pub operation: Option<String>,
+    /// Report on the stored runs' tool calls instead of the call log: a repeat is a call with
+    /// the same tool and canonical input as an earlier call of the same run.
+    #[arg(long)]
+    pub tools: bool,
 }
 
 /// Arguments of `report growth`.

@@ -232,7 +232,9 @@ impl Observer for Printer {
 }
 
 /// The provider the options name, and the scripted server behind it when there is one.
-fn provider(args: &ChatArgs) -> anyhow::Result<(Arc<dyn Provider>, Option<ScriptedServer>)> {
+pub(crate) fn provider(
+    args: &ChatArgs,
+) -> anyhow::Result<(Arc<dyn Provider>, Option<ScriptedServer>)> {
     let kind = match args.provider {
         Some(kind) => kind,
         None if std::env::var_os(baton_provider::anthropic::API_KEY_ENV).is_some() => {

@@ -198,6 +198,10 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Report(ReportCommand::Growth(args)) => {
             crate::compaction::growth(&env, args, out).await
         }
+        Command::Report(ReportCommand::Duplicates(args)) => {
+            crate::duplicates::run(&env, args, out).await
+        }
+        Command::Call(args) => crate::call::run(&env, args, out).await,
         Command::Pin(args) => pin(&env, args, out).await,
         Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,

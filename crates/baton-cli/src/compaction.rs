@@ -127,7 +127,7 @@ pub(crate) fn configure(
     Ok((config, prices))
 }
 
-fn load_prices(path: &Path) -> anyhow::Result<PriceTable> {
+pub(crate) fn load_prices(path: &Path) -> anyhow::Result<PriceTable> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--prices: reading {}", path.display()))?;
     PriceTable::parse(&text).map_err(|e| InvalidInput(format!("{}: {e}", path.display())).into())

@@ -2,11 +2,13 @@
 //! `baton: error: …` on one line and exits with the documented code (see `exit`).
 
 mod args;
+mod call;
 mod chat;
 mod commands;
 mod compaction;
 mod demo;
 mod demo_session;
+mod duplicates;
 mod exit;
 mod import;
 

@@ -164,6 +164,15 @@ impl Provider for Client {
         &self.config.model
     }
 
+    fn operation(&self) -> &str {
+        "anthropic.messages"
+    }
+
+    fn request_body(&self, request: &Request) -> serde_json::Value {
+        let body = crate::wire_body(request, &self.config.model, self.config.max_tokens);
+        Format::Anthropic.render_request(&body, MaxTokensField::MaxTokens)
+    }
+
     async fn send(
         &self,
         request: &Request,
@@ -176,10 +185,7 @@ impl Provider for Client {
             format: Format::Anthropic,
             url: format!("{}/v1/messages", self.config.base_url.trim_end_matches('/')),
             headers: self.headers()?,
-            body: Format::Anthropic
-                .render_request(&body, MaxTokensField::MaxTokens)
-                .to_string()
-                .into_bytes(),
+            body: self.request_body(request).to_string().into_bytes(),
             timeout: self.config.timeout,
             max_retries: self.config.max_retries,
             key: Some(&self.key),

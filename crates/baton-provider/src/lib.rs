@@ -120,8 +120,8 @@ pub struct Usage {
     pub cache_write_tokens: u64,
 }
 
-/// What a call returned.
-#[derive(Clone, Debug, PartialEq)]
+/// What a call returned. Its serde form is what the response cache stores.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// The assistant message: text, thinking and tool_use blocks.
     pub message: Message,
@@ -148,7 +148,7 @@ pub enum Delta {
 }
 
 /// Why a call failed. No variant ever holds an API key.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No API key was given.
@@ -224,6 +224,14 @@ pub trait Provider: Send + Sync {
 
     /// The model it calls.
     fn model(&self) -> &str;
+
+    /// What a call is, for the call log and the cache key (`anthropic.messages`,
+    /// `openai.chat_completions`).
+    fn operation(&self) -> &str;
+
+    /// The body [`send`](Provider::send) posts for `request`, as JSON: every field the
+    /// provider receives, which is what a request key is derived from.
+    fn request_body(&self, request: &Request) -> serde_json::Value;
 
     /// Sends `request`.
     async fn send(

@@ -167,16 +167,25 @@ impl Provider for Client {
         &self.config.model
     }
 
+    fn operation(&self) -> &str {
+        "openai.chat_completions"
+    }
+
+    fn request_body(&self, request: &Request) -> serde_json::Value {
+        let body = crate::wire_body(request, &self.config.model, self.config.max_tokens);
+        let field = match self.config.is_openai() {
+            true => MaxTokensField::MaxCompletionTokens,
+            false => MaxTokensField::MaxTokens,
+        };
+        Format::OpenAi.render_request(&body, field)
+    }
+
     async fn send(
         &self,
         request: &Request,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
         let body = crate::wire_body(request, &self.config.model, self.config.max_tokens);
-        let field = match self.config.is_openai() {
-            true => MaxTokensField::MaxCompletionTokens,
-            false => MaxTokensField::MaxTokens,
-        };
         let call = Call {
             provider: PROVIDER,
             env_var: API_KEY_ENV,
@@ -186,10 +195,7 @@ impl Provider for Client {
                 self.config.base_url.trim_end_matches('/')
             ),
             headers: self.headers()?,
-            body: Format::OpenAi
-                .render_request(&body, field)
-                .to_string()
-                .into_bytes(),
+            body: self.request_body(request).to_string().into_bytes(),
             timeout: self.config.timeout,
             max_retries: self.config.max_retries,
             key: self.config.api_key.as_ref(),

@@ -10,6 +10,7 @@
 )]
 
 mod bad_input;
+mod cache;
 mod chat;
 mod compaction;
 mod import;

@@ -1,0 +1,237 @@
+//! `baton report duplicates`: the duplicate-work report over the call log, or over the stored
+//! runs' tool calls (`--tools`).
+
+use std::io::Write;
+
+use anyhow::Context as _;
+use baton_cache::report::{self, Row, ToolCall};
+use baton_core::key::canonical_json;
+use baton_core::{ContentBlock, Seq, Timestamp};
+
+use crate::args::DuplicatesArgs;
+use crate::commands::Env;
+use crate::exit::InvalidInput;
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Runs the report.
+pub async fn run(env: &Env, args: DuplicatesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (since, until) = range(&args)?;
+    let rows = if args.tools {
+        let calls = tool_calls(env).await?;
+        let calls: Vec<ToolCall> = calls
+            .into_iter()
+            .filter(|c| c.at >= since && c.at < until)
+            .collect();
+        report::tools(&calls, args.operation.as_deref())
+    } else {
+        let records = env.store.calls(&env.tenant, since, until).await?;
+        report::calls(&records, args.operation.as_deref())
+    };
+    let total = report::total(&rows);
+    if env.json {
+        let value = serde_json::json!({ "rows": rows, "total": total });
+        writeln!(out, "{value}")?;
+        return Ok(());
+    }
+    if rows.is_empty() {
+        let what = if args.tools {
+            "tool calls in the stored runs"
+        } else {
+            "calls in the call log"
+        };
+        writeln!(out, "no {what} in that range")?;
+        return Ok(());
+    }
+    print_rows(out, &rows, &total, args.tools)?;
+    Ok(())
+}
+
+fn print_rows(out: &mut dyn Write, rows: &[Row], total: &Row, tools: bool) -> anyhow::Result<()> {
+    if tools {
+        writeln!(
+            out,
+            "{:<10}  {:<28} {:>8} {:>8} {:>6}",
+            "day", "tool", "calls", "repeats", "ratio"
+        )?;
+        for r in rows.iter().chain(std::iter::once(total)) {
+            writeln!(
+                out,
+                "{:<10}  {:<28} {:>8} {:>8} {:>5.1}%",
+                r.day,
+                truncate(&r.operation, 28),
+                r.calls,
+                r.repeats,
+                r.ratio * 100.0
+            )?;
+        }
+        writeln!(
+            out,
+            "\na repeat is a call with the same tool and input as an earlier call of the same run; imported runs are dated by when their session started"
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<10}  {:<28} {:>8} {:>8} {:>6} {:>11} {:>10} {:>10} {:>10}",
+        "day",
+        "operation",
+        "calls",
+        "repeats",
+        "ratio",
+        "repeat cost",
+        "coincident",
+        "cache",
+        "coalescing"
+    )?;
+    for r in rows.iter().chain(std::iter::once(total)) {
+        writeln!(
+            out,
+            "{:<10}  {:<28} {:>8} {:>8} {:>5.1}% {:>11} {:>10} {:>10} {:>10}",
+            r.day,
+            truncate(&r.operation, 28),
+            r.calls,
+            r.repeats,
+            r.ratio * 100.0,
+            dollars(r.repeat_cost),
+            r.coincident,
+            dollars(r.saved_by_cache),
+            dollars(r.saved_by_coalescing),
+        )?;
+    }
+    let days = rows
+        .iter()
+        .map(|r| r.day.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        .max(1);
+    let per_day = total.repeat_cost / days as f64;
+    writeln!(
+        out,
+        "\nrepeats cost {} a day on average ({} over 30 days); {} of them overlapped an identical call in flight, which only in-flight deduplication removes",
+        dollars(per_day),
+        dollars(per_day * 30.0),
+        total.coincident
+    )?;
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_owned();
+    }
+    let mut t: String = s.chars().take(n - 1).collect();
+    t.push('…');
+    t
+}
+
+fn dollars(x: f64) -> String {
+    if x >= 100.0 {
+        format!("${x:.0}")
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+/// `[since, until)` in milliseconds, from `--day` or `--since`/`--until` (UTC days, inclusive).
+fn range(args: &DuplicatesArgs) -> anyhow::Result<(Timestamp, Timestamp)> {
+    if let Some(day) = &args.day {
+        let start = parse_day(day, "--day")?;
+        return Ok((start, Timestamp(start.0 + DAY_MS)));
+    }
+    let since = match &args.since {
+        Some(d) => parse_day(d, "--since")?,
+        None => Timestamp(i64::MIN),
+    };
+    let until = match &args.until {
+        Some(d) => Timestamp(parse_day(d, "--until")?.0 + DAY_MS),
+        None => Timestamp(i64::MAX),
+    };
+    if since >= until {
+        return Err(InvalidInput("--since is after --until".into()).into());
+    }
+    Ok((since, until))
+}
+
+/// A UTC day `YYYY-MM-DD` as the millisecond its midnight is.
+fn parse_day(text: &str, flag: &str) -> anyhow::Result<Timestamp> {
+    let bad = || InvalidInput(format!("{flag} {text:?}: expected a day as YYYY-MM-DD"));
+    let parts: Vec<&str> = text.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad().into());
+    };
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return Err(bad().into());
+    }
+    let (y, m, d): (i64, i64, i64) = (
+        y.parse().map_err(|_| bad())?,
+        m.parse().map_err(|_| bad())?,
+        d.parse().map_err(|_| bad())?,
+    );
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month[(m - 1) as usize] {
+        return Err(bad().into());
+    }
+    // Days from civil (H. Hinnant's algorithm), proleptic Gregorian, UTC.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(Timestamp(days * DAY_MS))
+}
+
+/// Every tool call of the tenant's runs. An imported run's calls are dated by when its source
+/// session started (the import's own time says nothing about the work); a native run's by
+/// when each message was stored.
+async fn tool_calls(env: &Env) -> anyhow::Result<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    for run in env.store.list_runs(&env.tenant).await? {
+        if run.last_seq == Seq(0) {
+            continue;
+        }
+        let report = env.store.run_report(&env.tenant, &run.id).await?;
+        let source_day = report
+            .origin
+            .as_ref()
+            .and_then(|o| o.first_at.as_deref())
+            .and_then(|at| humantime::parse_rfc3339_weak(at).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| Timestamp(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        let entries = env
+            .store
+            .read_range(&env.tenant, &run.id, Seq(1), None)
+            .await
+            .with_context(|| format!("reading run {}", run.id))?;
+        for entry in entries {
+            for block in &entry.message.content {
+                if let ContentBlock::ToolUse { id, name, input } = block {
+                    calls.push(ToolCall {
+                        run: run.id.to_string(),
+                        at: source_day.unwrap_or(entry.created_at),
+                        id: id.clone(),
+                        tool: name.clone(),
+                        canonical_input: canonical_json(input),
+                    });
+                }
+            }
+        }
+    }
+    Ok(calls)
+}
