@@ -376,6 +376,15 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Answers the tool calls left without results, showing them as they come.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        let agent = self.agent_owned();
+        let tools = Toolbox::standard();
+        agent.agent(&tools).settle(&mut self.printer).await?;
+        self.printer.end_stream();
+        Ok(())
+    }
+
     /// An agent that does not borrow `self.printer`, so both can be used in one turn.
     fn agent_owned(&self) -> OwnedAgent {
         OwnedAgent {
@@ -574,6 +583,7 @@ impl Session<'_> {
                 ));
             }
             Slash::Constraint(text) => {
+                self.settle().await?;
                 let c = self.agent().constrain(&text, false).await?;
                 say(&format!(
                     "constraint set at seq {} (pinned{})",
@@ -740,8 +750,8 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
         session.strategy.name()
     ));
     // A run that stopped mid-turn (a crash, a Ctrl-C) goes on where it stands: its last
-    // message is a user message waiting for a reply (not a constraint), or tool calls waiting
-    // for their results.
+    // message is a user message waiting for a reply (not a constraint; tool results count),
+    // or tool calls waiting for their results.
     let record = env.store.run(&env.tenant, &run).await?;
     let constraints = env.store.constraints(&env.tenant, &run).await?;
     let pending = if record.last_seq.0 == 0 {
@@ -756,7 +766,18 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
             _ => !constraints.iter().any(|c| c.seq == e.seq),
         })
     };
+    let resuming = format!("[resuming run {run} at seq {}]", record.last_seq);
+    let mut announced = false;
     if args.read_only && !constraints.iter().any(|c| c.read_only) {
+        // Calls left unanswered are answered before the constraint is added (the model's
+        // calls must be followed by their results), and without running an unstarted side
+        // effect: the user asked for a read-only run. The turn then resumes under the
+        // constraint.
+        if pending {
+            say(&resuming);
+            announced = true;
+            session.settle().await?;
+        }
         let c = session
             .agent()
             .constrain("read-only: do not change files or run commands", true)
@@ -767,7 +788,9 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
         ));
     }
     if pending {
-        say(&format!("[resuming run {run} at seq {}]", record.last_seq));
+        if !announced {
+            say(&resuming);
+        }
         session.turn(None).await?;
     }
     let scripted: Vec<String> = if !args.message.is_empty() {
