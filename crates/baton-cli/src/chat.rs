@@ -111,6 +111,9 @@ struct Spent {
     calls: u64,
     usage: Usage,
     compactions: u64,
+    /// Tokens summarizers spent on compactions that failed (a successful one's cost is in
+    /// its summary version's meta).
+    failed_summary_tokens: u64,
 }
 
 /// Prints the loop's events as they happen.
@@ -215,9 +218,15 @@ impl Observer for Printer {
                     say(&describe(outcome, self.verbose));
                 }
             }
-            Event::CompactionFailed(why) => {
+            Event::CompactionFailed { why, tokens } => {
                 self.end_stream();
-                say(&format!("[compaction skipped: {why}]"));
+                self.spent.failed_summary_tokens += tokens;
+                match tokens {
+                    0 => say(&format!("[compaction skipped: {why}]")),
+                    _ => say(&format!(
+                        "[compaction skipped: {why}; the attempt cost {tokens} tokens]"
+                    )),
+                }
             }
             Event::ModelCall { usage, .. } => {
                 self.spent.calls += 1;
@@ -545,7 +554,7 @@ impl Session<'_> {
                         + Price::cost(p.cache_write, s.usage.cache_write_tokens)
                 });
                 say(&format!(
-                    "run {} ({} messages), {} {} via {}; this session: {} model calls, {} input and {} output tokens, {} read from the prompt cache, cost {}; {} compactions ({} summary versions in all), strategy {}; constraints: {}",
+                    "run {} ({} messages), {} {} via {}; this session: {} model calls, {} input and {} output tokens, {} read from the prompt cache, cost {}; {} compactions ({} summary versions in all{}), strategy {}; constraints: {}",
                     run.id,
                     run.last_seq,
                     self.provider.name(),
@@ -560,6 +569,10 @@ impl Session<'_> {
                     )),
                     s.compactions,
                     versions,
+                    match s.failed_summary_tokens {
+                        0 => String::new(),
+                        n => format!("; failed summaries cost {n} tokens"),
+                    },
                     self.strategy.name(),
                     if constraints.is_empty() {
                         "none".to_owned()

@@ -86,7 +86,12 @@ pub enum Event<'e> {
     Compaction(&'e Outcome),
     /// A compaction failed (the summarizer could not write a valid summary); the run goes on
     /// uncompacted.
-    CompactionFailed(&'e str),
+    CompactionFailed {
+        /// Why.
+        why: &'e str,
+        /// The tokens the summarizer spent before it gave up.
+        tokens: u64,
+    },
     /// A model call finished.
     ModelCall {
         /// The model.
@@ -271,7 +276,10 @@ impl Agent<'_> {
             // A summarizer that cannot write a valid summary skips this compaction; the
             // conversation goes on uncompacted.
             Err(crate::Error::Summarize(err)) => {
-                observer.event(Event::CompactionFailed(&err.to_string()));
+                observer.event(Event::CompactionFailed {
+                    why: &err.to_string(),
+                    tokens: err.tokens(),
+                });
                 Ok(())
             }
             Err(other) => Err(other.into()),

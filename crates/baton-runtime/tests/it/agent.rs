@@ -412,6 +412,11 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
             .contains("two replies could not be installed"),
         "{err}"
     );
+    // The two failed replies cost tokens all the same, and the error carries them.
+    let baton_runtime::Error::Summarize(failed) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(failed.tokens() > 0, "{failed:?}");
     assert_eq!(s.store.summaries(&s.tenant, &s.run).await.unwrap().len(), 1);
 }
 
