@@ -3,7 +3,9 @@
 //! never hold the key.
 //!
 //! Nothing here logs a header: the one tracing event per attempt names the provider, the URL,
-//! the attempt and the status, and the key is scrubbed from every message that could echo it.
+//! the attempt and the status, and the key is scrubbed from every message that could echo it
+//! (a key shorter than [`SCRUB_MIN_KEY_LEN`] is a placeholder, not a secret, and is left
+//! alone).
 
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
