@@ -111,6 +111,9 @@ struct Spent {
     calls: u64,
     usage: Usage,
     compactions: u64,
+    /// Tokens summarizers spent on compactions that failed (a successful one's cost is in
+    /// its summary version's meta).
+    failed_summary_tokens: u64,
 }
 
 /// Prints the loop's events as they happen.
@@ -215,9 +218,15 @@ impl Observer for Printer {
                     say(&describe(outcome, self.verbose));
                 }
             }
-            Event::CompactionFailed(why) => {
+            Event::CompactionFailed { why, tokens } => {
                 self.end_stream();
-                say(&format!("[compaction skipped: {why}]"));
+                self.spent.failed_summary_tokens += tokens;
+                match tokens {
+                    0 => say(&format!("[compaction skipped: {why}]")),
+                    _ => say(&format!(
+                        "[compaction skipped: {why}; the attempt cost {tokens} tokens]"
+                    )),
+                }
             }
             Event::ModelCall { usage, .. } => {
                 self.spent.calls += 1;
@@ -375,6 +384,15 @@ impl Session<'_> {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Answers the tool calls left without results, showing them as they come.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        let agent = self.agent_owned();
+        let tools = Toolbox::standard();
+        agent.agent(&tools).settle(&mut self.printer).await?;
+        self.printer.end_stream();
         Ok(())
     }
 
@@ -538,7 +556,7 @@ impl Session<'_> {
                         + Price::cost(p.cache_write, s.usage.cache_write_tokens)
                 });
                 say(&format!(
-                    "run {} ({} messages), {} {} via {}; this session: {} model calls, {} input and {} output tokens, {} read from the prompt cache, cost {}; {} compactions ({} summary versions in all), strategy {}; constraints: {}",
+                    "run {} ({} messages), {} {} via {}; this session: {} model calls, {} input and {} output tokens, {} read from the prompt cache, cost {}; {} compactions ({} summary versions in all{}), strategy {}; constraints: {}",
                     run.id,
                     run.last_seq,
                     self.provider.name(),
@@ -553,6 +571,10 @@ impl Session<'_> {
                     )),
                     s.compactions,
                     versions,
+                    match s.failed_summary_tokens {
+                        0 => String::new(),
+                        n => format!("; failed summaries cost {n} tokens"),
+                    },
                     self.strategy.name(),
                     if constraints.is_empty() {
                         "none".to_owned()
@@ -576,6 +598,7 @@ impl Session<'_> {
                 ));
             }
             Slash::Constraint(text) => {
+                self.settle().await?;
                 let c = self.agent().constrain(&text, false).await?;
                 say(&format!(
                     "constraint set at seq {} (pinned{})",
@@ -742,8 +765,8 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
         session.strategy.name()
     ));
     // A run that stopped mid-turn (a crash, a Ctrl-C) goes on where it stands: its last
-    // message is a user message waiting for a reply (not a constraint), or tool calls waiting
-    // for their results.
+    // message is a user message waiting for a reply (not a constraint; tool results count),
+    // or tool calls waiting for their results.
     let record = env.store.run(&env.tenant, &run).await?;
     let constraints = env.store.constraints(&env.tenant, &run).await?;
     let pending = if record.last_seq.0 == 0 {
@@ -758,7 +781,18 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
             _ => !constraints.iter().any(|c| c.seq == e.seq),
         })
     };
+    let resuming = format!("[resuming run {run} at seq {}]", record.last_seq);
+    let mut announced = false;
     if args.read_only && !constraints.iter().any(|c| c.read_only) {
+        // Calls left unanswered are answered before the constraint is added (the model's
+        // calls must be followed by their results), and without running an unstarted side
+        // effect: the user asked for a read-only run. The turn then resumes under the
+        // constraint.
+        if pending {
+            say(&resuming);
+            announced = true;
+            session.settle().await?;
+        }
         let c = session
             .agent()
             .constrain("read-only: do not change files or run commands", true)
@@ -769,7 +803,9 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
         ));
     }
     if pending {
-        say(&format!("[resuming run {run} at seq {}]", record.last_seq));
+        if !announced {
+            say(&resuming);
+        }
         session.turn(None).await?;
     }
     let scripted: Vec<String> = if !args.message.is_empty() {

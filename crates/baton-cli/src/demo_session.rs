@@ -82,15 +82,15 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
         reply_tokens: 1024,
     };
     crate::chat::run(env, args, out).await?;
-    let untouched = std::fs::read_to_string(dir.path().join("src/retry.rs"))?;
+    let retry = std::fs::read_to_string(dir.path().join("src/retry.rs"))?;
+    if !retry.contains("max_attempts - 1") {
+        return Err(anyhow::anyhow!(
+            "demo: src/retry.rs was changed on a read-only run; that is a bug in baton (run {run})"
+        ));
+    }
     writeln!(
         out,
-        "\nsrc/retry.rs is unchanged ({}). The run stays in the store; look at it with:\n  baton runs show {run}\n  baton history {run}\n  baton context {run}\n  baton summary list {run}",
-        if untouched.contains("max_attempts - 1") {
-            "the bug is still there"
-        } else {
-            "it was changed: that is a bug in baton"
-        }
+        "\nsrc/retry.rs is unchanged: the bug is still there, as the read-only run requires. The run stays in the store; look at it with:\n  baton runs show {run}\n  baton history {run}\n  baton context {run}\n  baton summary list {run}"
     )?;
     Ok(())
 }

@@ -49,7 +49,19 @@ pub enum SummarizeError {
         summarizer: String,
         /// What went wrong.
         detail: String,
+        /// The tokens the failed attempts read and wrote all the same (0 offline): a failed
+        /// compaction still costs them.
+        tokens: u64,
     },
+}
+
+impl SummarizeError {
+    /// The tokens spent before the summarizer gave up.
+    pub fn tokens(&self) -> u64 {
+        match self {
+            SummarizeError::Failed { tokens, .. } => *tokens,
+        }
+    }
 }
 
 /// Writes summary claims.

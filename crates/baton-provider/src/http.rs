@@ -3,7 +3,9 @@
 //! never hold the key.
 //!
 //! Nothing here logs a header: the one tracing event per attempt names the provider, the URL,
-//! the attempt and the status, and the key is scrubbed from every message that could echo it.
+//! the attempt and the status, and the key is scrubbed from every message that could echo it
+//! (a key shorter than [`SCRUB_MIN_KEY_LEN`] is a placeholder, not a secret, and is left
+//! alone).
 
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
@@ -296,10 +298,16 @@ fn transport(call: &Call<'_>, err: &reqwest::Error) -> Error {
     }
 }
 
-/// Replaces every occurrence of the key in `text` with `***`.
+/// Keys shorter than this are not scrubbed: a placeholder key (`ollama`, `k`, `none`) is no
+/// secret, and replacing it everywhere would garble the message (`"model": "llama3"` with the
+/// key `llama`).
+pub(crate) const SCRUB_MIN_KEY_LEN: usize = 8;
+
+/// Replaces every occurrence of the key in `text` with `***`, when the key is at least
+/// [`SCRUB_MIN_KEY_LEN`] characters long.
 pub(crate) fn scrub(text: &str, key: Option<&Secret>) -> String {
     match key.map(Secret::expose) {
-        Some(key) if !key.is_empty() => text.replace(key, "***"),
+        Some(key) if key.chars().count() >= SCRUB_MIN_KEY_LEN => text.replace(key, "***"),
         _ => text.to_owned(),
     }
 }

@@ -2,17 +2,27 @@
 //! store before the next step.
 //!
 //! Each step reads the run's state back from the store and does the one thing it calls for:
-//! - the last message is the model's, with tool calls it has not had answered → run the tools
-//!   (under the executor policy) and append their results as one message;
+//! - the model's last reply has tool calls without a result yet → run those tools (under the
+//!   executor policy), appending each result as its own message as soon as that tool finishes;
 //! - the last message is the model's, without pending calls → the turn is over;
 //! - otherwise (the user spoke, or tool results came back) → compact if the strategy and the
 //!   trigger say so, then call the model with the assembled context and append its reply.
 //!
 //! Because every step starts from what is stored, killing the process anywhere and calling
 //! [`Agent::resume`] again continues where the run stands: a model call whose reply was not yet
-//! appended is made again (it had no effect), a tool call with side effects is recorded as
-//! started before it runs, so one found started but unanswered is answered with an error saying
-//! it may or may not have taken effect, never run twice.
+//! appended is made again (it had no effect); a tool whose result was stored is not run again;
+//! a call without a result is run again when it has no side effects; a tool call with side
+//! effects is recorded as started before it runs, so one found started but unanswered is
+//! answered with an error saying it may or may not have taken effect, never run twice, and one
+//! not started is run.
+//!
+//! The user may speak (or set a constraint) while calls are unanswered: after Ctrl-C cancelled
+//! a turn, or after a turn stopped at [`Settings::max_steps`]. [`Agent::say`] and
+//! [`Agent::constrain`] first [`settle`](Agent::settle) them, so the model's calls are always
+//! answered right after it made them (the providers reject a conversation where they are not):
+//! a call without side effects is run, a started one is answered "interrupted", and one not
+//! started is answered "cancelled by the user" without running (the user spoke before it ran,
+//! and what they say may change the plan).
 //!
 //! The executor policy comes from the run's constraints in the store, never from the model or
 //! from summary prose: on a read-only run, tools with side effects are refused with an error
@@ -76,7 +86,12 @@ pub enum Event<'e> {
     Compaction(&'e Outcome),
     /// A compaction failed (the summarizer could not write a valid summary); the run goes on
     /// uncompacted.
-    CompactionFailed(&'e str),
+    CompactionFailed {
+        /// Why.
+        why: &'e str,
+        /// The tokens the summarizer spent before it gave up.
+        tokens: u64,
+    },
     /// A model call finished.
     ModelCall {
         /// The model.
@@ -171,7 +186,11 @@ impl Agent<'_> {
     /// however the context is compacted) and recorded for the executor. `read_only` forces a
     /// read-only constraint; otherwise it is read-only when its words say so
     /// ([`is_read_only`]).
+    ///
+    /// Tool calls still unanswered are [settled](Agent::settle) first, so the constraint does
+    /// not land between the model's calls and their results.
     pub async fn constrain(&self, text: &str, read_only: bool) -> Result<Constraint, AgentError> {
+        self.settle(&mut Quiet).await?;
         let read_only = read_only || is_read_only(text);
         let enforced = if read_only {
             " The executor enforces it: tools that change files or run commands are refused."
@@ -190,11 +209,15 @@ impl Agent<'_> {
     }
 
     /// Appends what the user said and runs the turn.
+    ///
+    /// Tool calls still unanswered (a cancelled turn, a turn stopped at the step limit) are
+    /// [settled](Agent::settle) first, so what the user says follows their results.
     pub async fn say(
         &self,
         text: &str,
         observer: &mut dyn Observer,
     ) -> Result<TurnEnd, AgentError> {
+        self.settle(observer).await?;
         let entry = NewEntry::counted(Message::text(Role::User, text), self.counter);
         self.store
             .append(self.tenant, self.run, std::slice::from_ref(&entry))
@@ -209,28 +232,37 @@ impl Agent<'_> {
             let Some(last) = context.messages.last() else {
                 return Ok(TurnEnd::Idle);
             };
-            if last.message.role == Role::Assistant {
-                let pending: Vec<(String, String, Value)> = last
-                    .message
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::ToolUse { id, name, input } => {
-                            Some((id.clone(), name.clone(), input.clone()))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if pending.is_empty() {
-                    return Ok(TurnEnd::Answered);
-                }
-                self.run_tools(&pending, observer).await?;
+            let last_is_reply = last.message.role == Role::Assistant;
+            let pending = pending_calls(&context);
+            if !pending.is_empty() {
+                self.run_tools(&pending, Unstarted::Run, observer).await?;
                 continue;
+            }
+            if last_is_reply {
+                return Ok(TurnEnd::Answered);
             }
             self.maybe_compact(observer).await?;
             self.call_model(observer).await?;
         }
         Ok(TurnEnd::StepLimit)
+    }
+
+    /// Answers the tool calls of the model's last reply that have no result yet, without
+    /// calling the model: a call without side effects is run, a side-effecting one that was
+    /// started is answered "interrupted", and one that was not started is answered "cancelled
+    /// by the user" without running (on a read-only run it is refused, as always).
+    /// Returns how many calls it answered (0 when none was pending).
+    ///
+    /// [`Agent::say`] and [`Agent::constrain`] call it first; a user interface calls it itself
+    /// to show the results as they come (the later call then finds nothing to do).
+    pub async fn settle(&self, observer: &mut dyn Observer) -> Result<usize, AgentError> {
+        let context = self.store.context(self.tenant, self.run).await?;
+        let pending = pending_calls(&context);
+        if !pending.is_empty() {
+            self.run_tools(&pending, Unstarted::Cancel, observer)
+                .await?;
+        }
+        Ok(pending.len())
     }
 
     async fn maybe_compact(&self, observer: &mut dyn Observer) -> Result<(), AgentError> {
@@ -244,7 +276,10 @@ impl Agent<'_> {
             // A summarizer that cannot write a valid summary skips this compaction; the
             // conversation goes on uncompacted.
             Err(crate::Error::Summarize(err)) => {
-                observer.event(Event::CompactionFailed(&err.to_string()));
+                observer.event(Event::CompactionFailed {
+                    why: &err.to_string(),
+                    tokens: err.tokens(),
+                });
                 Ok(())
             }
             Err(other) => Err(other.into()),
@@ -307,9 +342,12 @@ impl Agent<'_> {
         }
     }
 
+    /// Runs `pending` in order, appending each result as its own message as soon as its tool
+    /// finishes, so a result once stored is never lost or redone.
     async fn run_tools(
         &self,
         pending: &[(String, String, Value)],
+        unstarted: Unstarted,
         observer: &mut dyn Observer,
     ) -> Result<(), AgentError> {
         let constraints = self.store.constraints(self.tenant, self.run).await?;
@@ -321,7 +359,6 @@ impl Agent<'_> {
             tenant: self.tenant,
             run: self.run,
         };
-        let mut results = Vec::with_capacity(pending.len());
         for (id, name, input) in pending {
             observer.event(Event::ToolCall { name, input });
             let outcome: Result<String, String> = match self.tools.get(name) {
@@ -336,6 +373,9 @@ impl Agent<'_> {
                     )),
                     None if started.contains(id) => Err(format!(
                         "interrupted: this {name} call started before the session stopped and may or may not have taken effect; check before trying again"
+                    )),
+                    None if unstarted == Unstarted::Cancel => Err(format!(
+                        "cancelled by the user: this {name} call had not started when the user spoke again, and was not run; call it again if it is still needed"
                     )),
                     None => {
                         if self.store.start_tool(self.tenant, self.run, id).await? {
@@ -358,20 +398,55 @@ impl Agent<'_> {
                 is_error,
                 text: &text,
             });
-            results.push(ContentBlock::ToolResult {
-                tool_use_id: id.clone(),
-                content: vec![ContentBlock::Text { text }],
-                is_error,
-            });
+            let message = Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: vec![ContentBlock::Text { text }],
+                    is_error,
+                }],
+            };
+            let entry = NewEntry::counted(message, self.counter);
+            self.store
+                .append(self.tenant, self.run, std::slice::from_ref(&entry))
+                .await?;
         }
-        let message = Message {
-            role: Role::User,
-            content: results,
-        };
-        let entry = NewEntry::counted(message, self.counter);
-        self.store
-            .append(self.tenant, self.run, std::slice::from_ref(&entry))
-            .await?;
         Ok(())
     }
+}
+
+/// What [`Agent::run_tools`] does with a side-effecting call that was never started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unstarted {
+    /// Runs it (resuming a turn).
+    Run,
+    /// Answers it "cancelled by the user" (the user spoke before it ran).
+    Cancel,
+}
+
+/// The tool calls of the context's last model reply that no later message answers, in order:
+/// `(id, name, input)`.
+fn pending_calls(context: &Context) -> Vec<(String, String, Value)> {
+    let Some(at) = context
+        .messages
+        .iter()
+        .rposition(|e| e.message.role == Role::Assistant)
+    else {
+        return Vec::new();
+    };
+    let answered: Vec<&str> = context.messages[at + 1..]
+        .iter()
+        .flat_map(|e| e.message.tool_result_ids())
+        .collect();
+    context.messages[at]
+        .message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name, input } if !answered.contains(&id.as_str()) => {
+                Some((id.clone(), name.clone(), input.clone()))
+            }
+            _ => None,
+        })
+        .collect()
 }

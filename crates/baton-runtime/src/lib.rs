@@ -9,8 +9,12 @@
 //!   numbers still reach, and installs it through the store's compare-and-swap. History is
 //!   never touched; a lost race writes nothing and says so.
 //!
-//! Strategies plan; this crate executes. The agent loop (providers, tools) joins it later, and
-//! calls [`compact`] before a model call, never from inside one.
+//! - [`agent`]: the agent loop (context, model call, tools, every event stored before the next
+//!   step), which calls [`compact`] before a model call, never from inside one.
+//! - [`tools`]: the tools the model may call, confined to the working directory.
+//! - [`summarizer`]: the model-backed summarizer.
+//!
+//! Strategies plan; this crate executes.
 //!
 //! ```no_run
 //! # async fn demo(store: &dyn baton_store::Store) -> Result<(), baton_runtime::Error> {

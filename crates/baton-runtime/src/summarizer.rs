@@ -4,7 +4,8 @@
 //! or before the cut (claims carried from the base may cite older seqs). A reply that does not
 //! parse, or cites a seq after the cut, gets one retry with the error shown to the model; a
 //! second bad reply fails the summary, and the runtime skips that compaction (the run goes on
-//! uncompacted, and the failure is reported). The call's tokens are returned with the claims.
+//! uncompacted, and the failure is reported). The calls' tokens are returned with the claims,
+//! or with the error when no reply could be installed (they were spent all the same).
 
 use std::sync::Arc;
 
@@ -81,9 +82,10 @@ impl Summarizer for ModelSummarizer {
     }
 
     async fn summarize(&self, request: &SummaryRequest<'_>) -> Result<Written, SummarizeError> {
-        let failed = |detail: String| SummarizeError::Failed {
+        let failed = |detail: String, written: &Written| SummarizeError::Failed {
             summarizer: format!("model ({})", self.provider.model()),
             detail,
+            tokens: written.input_tokens + written.output_tokens,
         };
         let mut messages = vec![Message::text(Role::User, prompt(request))];
         let mut written = Written::default();
@@ -105,7 +107,7 @@ impl Summarizer for ModelSummarizer {
                 .provider
                 .send(&call, &mut |_| {})
                 .await
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| failed(e.to_string(), &written))?;
             written.input_tokens += response.usage.input_tokens;
             written.output_tokens += response.usage.output_tokens;
             let reply = response.message.plain_text();
@@ -125,12 +127,13 @@ impl Summarizer for ModelSummarizer {
                     ));
                 }
                 Err(why) => {
-                    return Err(failed(format!(
-                        "two replies could not be installed; the last: {why}"
-                    )));
+                    return Err(failed(
+                        format!("two replies could not be installed; the last: {why}"),
+                        &written,
+                    ));
                 }
             }
         }
-        Err(failed("no reply".to_owned()))
+        Err(failed("no reply".to_owned(), &written))
     }
 }

@@ -3,8 +3,12 @@
 //! the model too).
 //!
 //! Every path a tool takes is relative to the working directory (an absolute path inside it is
-//! accepted) and may not leave it. A tool declares whether it has side effects; the executor
-//! refuses those on a read-only run ([`crate::agent`]).
+//! accepted) and may not leave it, neither by `..` nor through a symbolic link ([`resolve`]);
+//! `grep` does not follow symbolic links at all. A tool declares whether it has side effects;
+//! the executor refuses those on a read-only run ([`crate::agent`]).
+//!
+//! `run_command` runs `sh -c` in a process group of its own, and kills the whole group (the
+//! command's children too) when it times out or when its call is dropped (a cancelled turn).
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -14,10 +18,12 @@ use baton_core::{ContentBlock, Entry, RunId, Seq, TenantId};
 use baton_provider::ToolSpec;
 use baton_store::{SearchQuery, Store};
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The most bytes of a file, a listing or a command's output a tool returns.
 pub const OUTPUT_CAP: usize = 32 * 1024;
+/// The largest file `grep` reads; larger ones are skipped and counted.
+pub const GREP_FILE_CAP: u64 = 1024 * 1024;
 /// A command's default timeout.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest timeout a command may ask for.
@@ -124,6 +130,12 @@ fn optional_u64(input: &Value, key: &str) -> Result<Option<u64>, String> {
 }
 
 /// `path` resolved inside `workdir`; an error when it would leave it.
+///
+/// `..` is resolved in the text of the path and may not climb above `workdir`. Then the
+/// nearest part of the path that exists is resolved with every symbolic link in it followed,
+/// and must still lie inside `workdir` (resolved the same way): a link inside the working
+/// directory that points out of it, or one that points nowhere (a write would create its
+/// target), is refused.
 pub fn resolve(workdir: &Path, path: &str) -> Result<PathBuf, String> {
     let given = Path::new(path);
     let relative = match given.strip_prefix(workdir) {
@@ -156,6 +168,30 @@ pub fn resolve(workdir: &Path, path: &str) -> Result<PathBuf, String> {
                 ));
             }
         }
+    }
+    let root = workdir
+        .canonicalize()
+        .map_err(|e| format!("{path}: the working directory {}: {e}", workdir.display()))?;
+    // The nearest ancestor that exists (the path itself, when it does), as a link or not.
+    let mut existing = out.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => break,
+        }
+    }
+    let real = existing.canonicalize().map_err(|e| {
+        format!(
+            "{path}: refused: {} is a symbolic link that leads nowhere ({e})",
+            existing.display()
+        )
+    })?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "{path}: refused: a symbolic link leads outside the working directory {} (to {})",
+            root.display(),
+            real.display()
+        ));
     }
     Ok(out)
 }
@@ -265,23 +301,58 @@ impl Tool for Grep {
         let found = tokio::task::spawn_blocking(move || grep(&re, &root, &workdir))
             .await
             .map_err(|e| format!("grep: {e}"))?;
-        if found.is_empty() {
-            return Ok("no match".to_owned());
+        let mut text = match found.lines.is_empty() {
+            true => "no match".to_owned(),
+            false => found.lines.join("\n"),
+        };
+        if found.skipped_large > 0 {
+            text.push_str(&format!(
+                "\n[{} files over {} KiB not searched]",
+                found.skipped_large,
+                GREP_FILE_CAP / 1024
+            ));
         }
-        Ok(capped(&found.join("\n")))
+        Ok(capped(&text))
     }
 }
 
-fn grep(re: &regex::Regex, root: &Path, workdir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        if path.is_dir() {
+/// What a `grep` walk found.
+struct Found {
+    lines: Vec<String>,
+    /// Regular files skipped for being larger than [`GREP_FILE_CAP`].
+    skipped_large: usize,
+}
+
+/// Searches `root` (a file, or a directory walked in name order). Symbolic links below `root`
+/// are not followed (a link may lead out of the working directory, or loop); only regular files
+/// of at most [`GREP_FILE_CAP`] bytes are read (a FIFO would block, a device never end).
+fn grep(re: &regex::Regex, root: &Path, workdir: &Path) -> Found {
+    let mut out = Found {
+        lines: Vec::new(),
+        skipped_large: 0,
+    };
+    // `root` itself was checked by `resolve`, so a link there is followed.
+    let mut stack = vec![(root.to_path_buf(), std::fs::metadata(root))];
+    while let Some((path, meta)) = stack.pop() {
+        let Ok(meta) = meta else {
+            continue;
+        };
+        if meta.is_dir() {
             if let Ok(entries) = std::fs::read_dir(&path) {
                 let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
                 children.sort();
-                stack.extend(children.into_iter().rev());
+                stack.extend(children.into_iter().rev().map(|child| {
+                    let meta = std::fs::symlink_metadata(&child);
+                    (child, meta)
+                }));
             }
+            continue;
+        }
+        if !meta.is_file() {
+            continue;
+        }
+        if meta.len() > GREP_FILE_CAP {
+            out.skipped_large += 1;
             continue;
         }
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -294,8 +365,8 @@ fn grep(re: &regex::Regex, root: &Path, workdir: &Path) -> Vec<String> {
             .to_string();
         for (n, line) in text.lines().enumerate() {
             if re.is_match(line) {
-                out.push(format!("{shown}:{}: {line}", n + 1));
-                if out.len() >= 500 {
+                out.lines.push(format!("{shown}:{}: {line}", n + 1));
+                if out.lines.len() >= 500 {
                     return out;
                 }
             }
@@ -413,45 +484,111 @@ impl Tool for RunCommand {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            // A group of its own, so a timeout or a cancelled turn kills what `sh` started too.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("run_command: {e}"))?;
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
+        let group = KillGroup(child.id());
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        // Both streams at once (a command that fills one pipe while the other is read would
+        // block forever), each kept up to the cap and the rest read and dropped.
         let run = async {
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            if let Some(s) = stdout.as_mut() {
-                let _ = s.read_to_end(&mut out).await;
-            }
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.read_to_end(&mut err).await;
-            }
-            let status = child.wait().await;
-            (out, err, status)
+            tokio::join!(
+                read_capped(stdout, OUTPUT_CAP),
+                read_capped(stderr, OUTPUT_CAP),
+                child.wait()
+            )
         };
-        match tokio::time::timeout(timeout, run).await {
-            Ok((out, err, status)) => {
-                let code = status
-                    .map(|s| {
-                        s.code()
-                            .map_or("killed by a signal".to_owned(), |c| format!("exit {c}"))
-                    })
-                    .map_err(|e| format!("run_command: {e}"))?;
-                let mut text = format!("{code}\n");
-                text.push_str(&String::from_utf8_lossy(&out));
-                if !err.is_empty() {
-                    text.push_str("\n[stderr]\n");
-                    text.push_str(&String::from_utf8_lossy(&err));
+        let ((out, out_cut), (err, err_cut), status) =
+            match tokio::time::timeout(timeout, run).await {
+                Ok(done) => done,
+                Err(_) => {
+                    drop(group);
+                    let _ = child.wait().await;
+                    return Err(format!(
+                        "run_command: no exit within {} s; the command was killed",
+                        timeout.as_secs()
+                    ));
                 }
-                Ok(capped(&text))
-            }
-            Err(_) => Err(format!(
-                "run_command: no exit within {} s; the command was killed",
-                timeout.as_secs()
-            )),
+            };
+        group.disarm();
+        let code = status
+            .map(|s| {
+                s.code()
+                    .map_or("killed by a signal".to_owned(), |c| format!("exit {c}"))
+            })
+            .map_err(|e| format!("run_command: {e}"))?;
+        // Both streams share the cap: each gets at least half, and what one leaves unused.
+        let out_budget = OUTPUT_CAP - err.len().min(OUTPUT_CAP / 2);
+        let err_budget = OUTPUT_CAP - out.len().min(out_budget);
+        let mut text = format!("{code}\n");
+        text.push_str(&shown(&out, out_cut, out_budget, "stdout"));
+        if !err.is_empty() {
+            text.push_str("\n[stderr]\n");
+            text.push_str(&shown(&err, err_cut, err_budget, "stderr"));
         }
+        Ok(text)
     }
+}
+
+/// At most `budget` bytes of a stream's `kept` bytes as text, cut at a character boundary,
+/// saying how many bytes were cut (`cut` more were read and dropped already).
+fn shown(kept: &[u8], cut: u64, budget: usize, name: &str) -> String {
+    let text = String::from_utf8_lossy(kept);
+    let mut end = text.len().min(budget);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = cut + (text.len() - end) as u64;
+    match cut {
+        0 => text.into_owned(),
+        _ => format!("{}\n[… {cut} more bytes of {name} cut]", &text[..end]),
+    }
+}
+
+/// Kills a command's process group (`SIGKILL` to every process in it) when dropped, unless
+/// disarmed: on a timeout, and when the call's future is dropped mid-run (Ctrl-C).
+struct KillGroup(Option<u32>);
+
+impl KillGroup {
+    /// The command finished: its group is left alone.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        let Some(pgid) = self.0.and_then(|id| i32::try_from(id).ok()) else {
+            return;
+        };
+        // The group may be gone already (ESRCH): nothing left to kill.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Reads `stream` to its end, keeping at most `cap` bytes; returns them and how many more
+/// bytes there were.
+async fn read_capped(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> (Vec<u8>, u64) {
+    let Some(mut stream) = stream else {
+        return (Vec::new(), 0);
+    };
+    let mut kept = Vec::new();
+    let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+    let _ = (&mut stream).take(limit).read_to_end(&mut kept).await;
+    let mut cut = tokio::io::copy(&mut stream, &mut tokio::io::sink())
+        .await
+        .unwrap_or(0);
+    if kept.len() > cap {
+        cut += (kept.len() - cap) as u64;
+        kept.truncate(cap);
+    }
+    (kept, cut)
 }
 
 struct Recall;

@@ -430,3 +430,184 @@ fn the_repl_in_a_terminal() {
     );
     assert!(Path::new(&sb.db()).exists());
 }
+
+/// Starts `baton chat --run RUN` on a parallel batch (a write, a long command, a read) and
+/// kills it while the command runs, after the write's result is stored. Returns the working
+/// directory.
+fn killed_during_tools(sb: &Sandbox, run: &str) -> PathBuf {
+    let work = workdir(sb);
+    let first = script(
+        sb,
+        "batch.json",
+        json!([
+            {"reply": {"text": "Three things at once.", "tool_calls": [
+                {"name": "write_file", "input": {"path": "notes.txt", "content": "a note"}},
+                {"name": "run_command", "input": {"command": "echo $$ > command.pid; sleep 30"}},
+                {"name": "read_file", "input": {"path": "src/lib.rs"}}
+            ]}},
+            {"reply": {"text": "never reached"}}
+        ]),
+    );
+    let mut child = sb
+        .command(&[
+            "chat",
+            "--run",
+            run,
+            "--provider",
+            "scripted",
+            "--script",
+            first.to_str().unwrap(),
+            "--workdir",
+            work.to_str().unwrap(),
+            "--strategy",
+            "none",
+            "-m",
+            "Write a note, run the command, read the code.",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !work.join("command.pid").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The killed process could not kill its command's group: do it here.
+    let pgid = std::fs::read_to_string(work.join("command.pid")).unwrap();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", pgid.trim())])
+        .status();
+    work
+}
+
+fn result_texts(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"][0]["text"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Issue 6 review: the process is killed while `run_command` runs in a parallel batch, after
+/// `write_file` finished. The write's result was stored when it finished, so the resumed run
+/// keeps it (not "interrupted, may or may not have taken effect"); the started command is
+/// answered "interrupted" and not run again; the read is run again. Every step appears
+/// exactly once.
+#[test]
+fn a_kill_during_a_parallel_batch_keeps_every_finished_result() {
+    for sb in Sandbox::each() {
+        let work = killed_during_tools(&sb, "p");
+        let stored = history(&sb, "p");
+        assert_eq!(stored.len(), 3, "user, the calls, the write's result");
+        assert_eq!(result_texts(&stored), ["wrote 6 bytes to notes.txt"]);
+        let rest = script(
+            &sb,
+            "rest.json",
+            json!([{"expect": {"contains": "interrupted"}, "reply": {"text": "The note is written; the command was cut short."}}]),
+        );
+        let out = sb
+            .run(&[
+                "chat",
+                "--run",
+                "p",
+                "--provider",
+                "scripted",
+                "--script",
+                rest.to_str().unwrap(),
+                "--workdir",
+                work.to_str().unwrap(),
+                "--strategy",
+                "none",
+            ])
+            .ok();
+        assert!(
+            out.stdout.contains("[resuming run p at seq 3]"),
+            "{}",
+            out.stdout
+        );
+        let messages = history(&sb, "p");
+        let (calls, results) = calls_and_results(&messages);
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls, results, "every call answered once, in order");
+        let texts = result_texts(&messages);
+        assert_eq!(texts[0], "wrote 6 bytes to notes.txt");
+        assert!(texts[1].starts_with("interrupted: "), "{texts:?}");
+        assert!(texts[2].contains("pub fn add"), "{texts:?}");
+        assert_eq!(
+            messages.last().unwrap()["content"][0]["text"],
+            "The note is written; the command was cut short."
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join("notes.txt")).unwrap(),
+            "a note"
+        );
+        assert_eq!(sb.run(&["history", "p", "--check"]).code, 0);
+    }
+}
+
+/// Issue 6 review: `baton chat --run ID --read-only` after a kill during tools added the
+/// constraint between the model's calls and their results, and every request after was a
+/// 400. Now the calls are answered first, then the constraint is set, then the turn goes on.
+#[test]
+fn read_only_after_a_kill_during_tools_answers_the_calls_first() {
+    let sb = Sandbox::new();
+    let work = killed_during_tools(&sb, "ro");
+    let rest = script(
+        &sb,
+        "rest.json",
+        json!([{"expect": {"contains": "read-only"}, "reply": {"text": "Read-only from here."}}]),
+    );
+    let out = sb
+        .run(&[
+            "chat",
+            "--run",
+            "ro",
+            "--provider",
+            "scripted",
+            "--script",
+            rest.to_str().unwrap(),
+            "--workdir",
+            work.to_str().unwrap(),
+            "--strategy",
+            "none",
+            "--read-only",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("Read-only from here."),
+        "{}",
+        out.stdout
+    );
+    let messages = history(&sb, "ro");
+    let (calls, results) = calls_and_results(&messages);
+    assert_eq!(calls, results);
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "user",
+            "user",
+            "user",
+            "user",
+            "assistant"
+        ],
+        "the results, then the constraint, then the reply"
+    );
+    assert!(
+        messages[5]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("read-only"),
+        "{}",
+        messages[5]
+    );
+}

@@ -44,4 +44,18 @@ fn scrub_hides_the_key() {
         "Incorrect API key provided: ***."
     );
     assert_eq!(scrub("no key here", None), "no key here");
+    assert_eq!(
+        scrub("key 12345678 and 123456789", Some(&Secret::new("12345678"))),
+        "key *** and ***9"
+    );
+}
+
+/// A placeholder key (Ollama's `ollama`, a one-letter `k`) is no secret: scrubbing it would
+/// garble every message that happens to contain it.
+#[test]
+fn scrub_leaves_short_placeholder_keys_alone() {
+    let message = "model \"ollama/llama3\" not found; keys: k";
+    for key in ["ollama", "k", "1234567"] {
+        assert_eq!(scrub(message, Some(&Secret::new(key))), message, "{key}");
+    }
 }

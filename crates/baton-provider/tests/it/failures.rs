@@ -129,6 +129,28 @@ async fn a_key_echoed_in_an_error_message_is_scrubbed() {
     }
 }
 
+/// Issue 6 review: a placeholder key (Ollama's `ollama`) was scrubbed everywhere, garbling the
+/// server's message. Keys under 8 characters are left alone.
+#[tokio::test]
+async fn a_short_placeholder_key_does_not_garble_messages() {
+    let message = "model \"ollama/llama3\" not found, try `ollama pull llama3`";
+    for vendor in BOTH {
+        let server = server(json!({"turns": [
+            {"reply": {"error": {"status": 404, "message": message}}}
+        ]}));
+        let options = Options {
+            key: Some("ollama"),
+            ..Options::default()
+        };
+        let client = client(vendor, &server, options);
+        let (result, _) = send(client.as_ref(), vec![user("go")], false).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            format!("{}: HTTP 404: {message}", client.name())
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_malformed_body_is_malformed() {
     for vendor in BOTH {

@@ -1,7 +1,7 @@
 //! Each tool on a real temporary directory (and `recall` on a real SQLite store): what it does,
 //! and the bad inputs it answers with an error the model can read.
 
-use std::path::Path;
+use std::time::{Duration, Instant};
 
 use baton_core::{Message, Role, RunId, TenantId};
 use baton_sqlite::SqliteStore;
@@ -64,10 +64,12 @@ impl Fixture {
 
 #[test]
 fn paths_stay_inside_the_working_directory() {
-    let w = Path::new("/w");
-    assert_eq!(resolve(w, "a/b.txt").unwrap(), Path::new("/w/a/b.txt"));
-    assert_eq!(resolve(w, "./a/../b").unwrap(), Path::new("/w/b"));
-    assert_eq!(resolve(w, "/w/x").unwrap(), Path::new("/w/x"));
+    let dir = tempfile::tempdir().unwrap();
+    let w = &dir.path().canonicalize().unwrap();
+    assert_eq!(resolve(w, "a/b.txt").unwrap(), w.join("a/b.txt"));
+    assert_eq!(resolve(w, "./a/../b").unwrap(), w.join("b"));
+    let inside = w.join("x");
+    assert_eq!(resolve(w, inside.to_str().unwrap()).unwrap(), inside);
     for bad in ["../etc/passwd", "a/../../x", "/etc/passwd"] {
         let err = resolve(w, bad).unwrap_err();
         assert!(
@@ -75,6 +77,103 @@ fn paths_stay_inside_the_working_directory() {
             "{bad}: {err}"
         );
     }
+}
+
+/// A symbolic link inside the working directory that points out of it does not let a tool
+/// out: reading, writing and editing through it are refused, naming the path, and the file
+/// outside is untouched. Links that stay inside work.
+#[tokio::test(flavor = "multi_thread")]
+async fn symbolic_links_do_not_lead_out_of_the_working_directory() {
+    let f = fixture().await;
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "the secret\n").unwrap();
+    std::os::unix::fs::symlink("../outside", f.workdir().join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), f.workdir().join("secret")).unwrap();
+    std::os::unix::fs::symlink(outside.join("new.txt"), f.workdir().join("dangling")).unwrap();
+    std::os::unix::fs::symlink("src", f.workdir().join("code")).unwrap();
+    let calls = [
+        (
+            "read_file",
+            json!({"path": "link/secret.txt"}),
+            "link/secret.txt",
+        ),
+        ("read_file", json!({"path": "secret"}), "secret"),
+        (
+            "write_file",
+            json!({"path": "link/secret.txt", "content": "x"}),
+            "link/secret.txt",
+        ),
+        (
+            "write_file",
+            json!({"path": "link/sub/new.txt", "content": "x"}),
+            "link/sub/new.txt",
+        ),
+        (
+            "write_file",
+            json!({"path": "dangling", "content": "x"}),
+            "dangling",
+        ),
+        (
+            "edit_file",
+            json!({"path": "link/secret.txt", "old_string": "secret", "new_string": "x"}),
+            "link/secret.txt",
+        ),
+        ("list_dir", json!({"path": "link"}), "link"),
+        ("grep", json!({"pattern": "secret", "path": "link"}), "link"),
+    ];
+    for (tool, input, path) in calls {
+        let err = f.call(tool, input).await.unwrap_err();
+        assert!(
+            err.starts_with(&format!("{path}: refused: ")),
+            "{tool} {path}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "the secret\n"
+    );
+    assert!(!outside.join("new.txt").exists());
+    assert!(!outside.join("sub").exists());
+    // A link that stays inside is followed.
+    assert!(
+        f.call("read_file", json!({"path": "code/main.rs"}))
+            .await
+            .unwrap()
+            .contains("println!")
+    );
+}
+
+/// `grep` walks without following links (a loop `a -> .` would never end, a link may lead out),
+/// skips files over the cap (and says how many), and skips FIFOs instead of blocking on them.
+#[tokio::test(flavor = "multi_thread")]
+async fn grep_follows_no_links_and_skips_big_and_special_files() {
+    let f = fixture().await;
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("o.txt"), "retry from outside\n").unwrap();
+    std::os::unix::fs::symlink(".", f.workdir().join("a")).unwrap();
+    std::os::unix::fs::symlink("../outside", f.workdir().join("out")).unwrap();
+    std::os::unix::fs::symlink(outside.join("o.txt"), f.workdir().join("o.txt")).unwrap();
+    let big = format!("retry\n{}", "x".repeat(GREP_FILE_CAP as usize));
+    std::fs::write(f.workdir().join("big.log"), big).unwrap();
+    let fifo = f.workdir().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let found = tokio::time::timeout(
+        Duration::from_secs(20),
+        f.call("grep", json!({"pattern": "retry"})),
+    )
+    .await
+    .expect("grep finished")
+    .unwrap();
+    assert_eq!(
+        found,
+        "notes.txt:1: todo: retry budget\n[1 files over 1024 KiB not searched]"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -174,6 +273,7 @@ async fn commands_run_with_a_timeout_and_an_output_cap() {
         slow,
         "run_command: no exit within 1 s; the command was killed"
     );
+    // The output cap holds for each stream, and says how much was cut.
     let big = f
         .call(
             "run_command",
@@ -183,7 +283,7 @@ async fn commands_run_with_a_timeout_and_an_output_cap() {
         .unwrap();
     assert!(big.len() < OUTPUT_CAP + 100, "{}", big.len());
     assert!(
-        big.ends_with("more bytes cut]"),
+        big.ends_with("more bytes of stdout cut]"),
         "{}",
         &big[big.len() - 40..]
     );
@@ -231,5 +331,98 @@ async fn recall_reads_originals_back() {
             .await
             .unwrap_err()
             .starts_with("invalid arguments")
+    );
+}
+
+/// Whether process `pid` is gone (a zombie, killed and waiting to be reaped, counts as gone).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+#[track_caller]
+fn assert_gone_soon(pid: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} survived the kill: {:?}",
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The timeout kills the command's whole process group, not only `sh`: a grandchild that
+/// would run on (`sleep 37`) is killed too. So is it when the call is dropped (a cancelled
+/// turn).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timeout_or_a_cancelled_call_kills_every_process_of_the_command() {
+    let f = fixture().await;
+    let err = f
+        .call(
+            "run_command",
+            json!({"command": "sleep 37 & echo $! > grandchild.pid; wait; echo x", "timeout_secs": 1}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "run_command: no exit within 1 s; the command was killed"
+    );
+    let pid = std::fs::read_to_string(f.workdir().join("grandchild.pid")).unwrap();
+    assert_gone_soon(pid.trim());
+
+    let pid_file = f.workdir().join("cancelled.pid");
+    let call = f.call(
+        "run_command",
+        json!({"command": "sleep 38 & echo $! > cancelled.pid; wait"}),
+    );
+    let dropped = tokio::time::timeout(Duration::from_millis(1500), call).await;
+    assert!(dropped.is_err(), "the call was still running: {dropped:?}");
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    assert_gone_soon(pid.trim());
+}
+
+/// A command writing far more than a pipe holds to stderr (and to stdout) finishes; both
+/// streams are read at once, each kept up to the cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn heavy_stderr_neither_deadlocks_nor_grows_without_bound() {
+    let f = fixture().await;
+    let out = f
+        .call(
+            "run_command",
+            json!({"command": "yes e | head -c 300000 >&2; yes o | head -c 300000; echo done >&2", "timeout_secs": 20}),
+        )
+        .await
+        .unwrap();
+    assert!(out.starts_with("exit 0\no\no\n"), "{}", &out[..40]);
+    assert!(out.contains("more bytes of stdout cut]"), "{}", out.len());
+    assert!(out.contains("more bytes of stderr cut]"), "{}", out.len());
+    assert!(out.len() < OUTPUT_CAP + 100, "{}", out.len());
+    let err_only = f
+        .call(
+            "run_command",
+            json!({"command": "yes e | head -c 300000 >&2; echo done", "timeout_secs": 20}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        err_only.starts_with("exit 0\ndone\n\n[stderr]\ne\ne\n"),
+        "{}",
+        &err_only[..40]
+    );
+    assert!(
+        // stdout's "done\n" leaves the rest of the cap to stderr.
+        err_only.contains(&format!(
+            "[… {} more bytes of stderr cut]",
+            300_000 - (OUTPUT_CAP - 5)
+        )),
+        "{}",
+        &err_only[err_only.len() - 80..]
     );
 }

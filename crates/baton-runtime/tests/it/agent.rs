@@ -177,8 +177,10 @@ async fn a_read_only_constraint_holds_at_step_80_after_compactions() {
     }
 }
 
+/// Parallel calls are answered in order, each result its own message (the Anthropic wire merges
+/// them into one user message; the server checks both wires).
 #[tokio::test(flavor = "multi_thread")]
-async fn parallel_and_bad_tool_calls_are_answered_in_one_message() {
+async fn parallel_and_bad_tool_calls_are_answered_in_order() {
     for wire in [Wire::Anthropic, Wire::OpenAi] {
         let s = setup().await;
         let script = turns(json!([
@@ -198,13 +200,13 @@ async fn parallel_and_bad_tool_calls_are_answered_in_one_message() {
         assert_eq!(end, TurnEnd::Answered);
         let history = s
             .store
-            .read_range(&s.tenant, &s.run, Seq(3), Some(Seq(3)))
+            .read_range(&s.tenant, &s.run, Seq(3), Some(Seq(5)))
             .await
             .unwrap();
-        let texts: Vec<(bool, String)> = history[0]
-            .message
-            .content
+        assert!(history.iter().all(|e| e.message.content.len() == 1));
+        let texts: Vec<(bool, String)> = history
             .iter()
+            .flat_map(|e| &e.message.content)
             .map(|b| match b {
                 ContentBlock::ToolResult {
                     is_error, content, ..
@@ -410,5 +412,208 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
             .contains("two replies could not be installed"),
         "{err}"
     );
+    // The two failed replies cost tokens all the same, and the error carries them.
+    let baton_runtime::Error::Summarize(failed) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(failed.tokens() > 0, "{failed:?}");
     assert_eq!(s.store.summaries(&s.tenant, &s.run).await.unwrap().len(), 1);
+}
+
+/// The parts of an [`Agent`] a test keeps while it builds agents with other settings.
+struct Parts {
+    tools: Toolbox,
+    trigger: Trigger,
+    prices: PriceTable,
+    none: baton_compact::strategies::NoCompaction,
+}
+
+impl Parts {
+    fn new() -> Self {
+        Parts {
+            tools: Toolbox::standard(),
+            trigger: Trigger::default(),
+            prices: PriceTable::defaults(),
+            none: baton_compact::strategies::NoCompaction,
+        }
+    }
+
+    fn agent<'a>(
+        &'a self,
+        s: &'a Setup,
+        provider: &'a dyn Provider,
+        max_steps: usize,
+    ) -> Agent<'a> {
+        Agent {
+            store: &s.store,
+            tenant: &s.tenant,
+            run: &s.run,
+            provider,
+            tools: &self.tools,
+            compactor: Compactor {
+                strategy: &self.none,
+                summarizer: &Offline,
+                trigger: &self.trigger,
+                prices: &self.prices,
+                force: false,
+                dry_run: false,
+            },
+            counter: &ByteEstimate,
+            settings: Settings {
+                workdir: s.dir.path().join("work"),
+                max_tokens: 1024,
+                max_steps,
+            },
+        }
+    }
+}
+
+/// Each message of the run: its role and, for a tool result, the first words of its text.
+async fn shape(s: &Setup) -> Vec<String> {
+    let history = s
+        .store
+        .read_range(&s.tenant, &s.run, Seq(1), None)
+        .await
+        .unwrap();
+    history
+        .iter()
+        .map(|e| match &e.message.content[..] {
+            [ContentBlock::ToolResult { content, .. }] => match &content[0] {
+                ContentBlock::Text { text } => {
+                    let line = text.lines().next().unwrap_or("");
+                    format!("result: {}", line.split(':').next().unwrap())
+                }
+                other => panic!("{other:?}"),
+            },
+            _ if e.message.tool_use_ids().next().is_some() => {
+                format!(
+                    "{} calls {}",
+                    e.message.role.as_str(),
+                    e.message.tool_use_ids().count()
+                )
+            }
+            _ => e.message.role.as_str().to_owned(),
+        })
+        .collect()
+}
+
+/// Issue 6 review: a turn that stopped at the step limit right after the model's reply left
+/// its calls unanswered, and the next user message landed between the calls and their results
+/// (every later request was a 400). Now `say` answers them first: the read-only tool is run,
+/// the unstarted write is answered "cancelled by the user" and not run.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_user_speaking_after_unanswered_calls_answers_them_first() {
+    for wire in [Wire::Anthropic, Wire::OpenAi] {
+        let s = setup().await;
+        let script = turns(json!([
+            {"reply": {"tool_calls": [
+                {"name": "read_file", "input": {"path": "notes.txt"}},
+                {"name": "write_file", "input": {"path": "out.txt", "content": "x"}}
+            ]}},
+            {"expect": {"contains": "cancelled by the user"}, "reply": {"text": "Understood."}}
+        ]));
+        let server = ScriptedServer::start(script).unwrap();
+        let provider = client(wire, &server);
+        let parts = Parts::new();
+        let end = parts
+            .agent(&s, &*provider, 1)
+            .say("Look.", &mut Quiet)
+            .await
+            .unwrap();
+        assert_eq!(end, TurnEnd::StepLimit, "{wire:?}");
+        let end = parts
+            .agent(&s, &*provider, 10)
+            .say("Go on, but do not write.", &mut Quiet)
+            .await
+            .unwrap();
+        assert_eq!(end, TurnEnd::Answered, "{wire:?}");
+        assert_eq!(
+            shape(&s).await,
+            [
+                "user",
+                "assistant calls 2",
+                "result: the cache is stale",
+                "result: cancelled by the user",
+                "user",
+                "assistant"
+            ],
+            "{wire:?}"
+        );
+        assert!(!s.dir.path().join("work/out.txt").exists(), "{wire:?}");
+        assert_eq!(server.remaining_turns(), 0, "{wire:?}");
+    }
+}
+
+/// Issue 6 review: Ctrl-C while a tool ran dropped the turn before its result was stored, and
+/// a constraint set next landed between the call and its result. Now the constraint answers
+/// the calls first (the started command "interrupted", the read-only call run again), and
+/// every result stored before the cancel stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_constraint_after_a_cancelled_turn_answers_the_open_calls_first() {
+    for wire in [Wire::Anthropic, Wire::OpenAi] {
+        let s = setup().await;
+        let script = turns(json!([
+            {"reply": {"tool_calls": [
+                {"name": "write_file", "input": {"path": "out.txt", "content": "written"}},
+                {"name": "run_command", "input": {"command": "echo started > started.txt; sleep 30"}},
+                {"name": "list_dir", "input": {"path": "."}}
+            ]}},
+            {"expect": {"contains": "interrupted"}, "reply": {"text": "I will only read from now on."}}
+        ]));
+        let server = ScriptedServer::start(script).unwrap();
+        let provider = client(wire, &server);
+        let parts = Parts::new();
+        let agent = parts.agent(&s, &*provider, 10);
+        let work = s.dir.path().join("work");
+        let cancelled = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            let mut quiet = Quiet;
+            let turn = agent.say("Write it and check.", &mut quiet);
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    _ = &mut turn => panic!("the turn ended"),
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {
+                        if work.join("started.txt").exists() {
+                            return;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+        assert!(cancelled.is_ok(), "{wire:?}: the command never started");
+        // The write finished before the cancel: its result is stored, whole.
+        assert_eq!(
+            shape(&s).await,
+            [
+                "user",
+                "assistant calls 3",
+                "result: wrote 7 bytes to out.txt"
+            ],
+            "{wire:?}"
+        );
+        agent
+            .constrain("Read-only from now on.", true)
+            .await
+            .unwrap();
+        assert_eq!(agent.resume(&mut Quiet).await.unwrap(), TurnEnd::Answered);
+        assert_eq!(
+            shape(&s).await,
+            [
+                "user",
+                "assistant calls 3",
+                "result: wrote 7 bytes to out.txt",
+                "result: interrupted",
+                "result: notes.txt",
+                "user",
+                "assistant"
+            ],
+            "{wire:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join("out.txt")).unwrap(),
+            "written"
+        );
+        assert_eq!(server.remaining_turns(), 0, "{wire:?}");
+    }
 }
