@@ -21,6 +21,9 @@
 //!   Version 6 adds the response cache (`cache_entries`, see `cache`): cached results with the
 //!   SHA-256 of their bodies, `flights` (who is computing a key's result now, under a lease
 //!   and a token) and `calls`, the call log.
+//!   Version 7 adds the idempotency ledger (`operations`, `attempts`, see `ledger`): one
+//!   operation per tenant and idempotency key, pinned to its request's hash, under a lease and
+//!   a fence, and every worker's attempt at it.
 //! - [`PgStore::doctor`]: what an operator checks first: server version, schema version, the
 //!   settings that matter.
 //!
@@ -30,7 +33,8 @@
 //! than `SERIALIZABLE`: the check-then-act always starts at the run row, so one lock orders
 //! every conflicting writer without serialization failures to retry. An import first takes a
 //! transaction-scoped advisory lock per source it names (see `import`), so importers of one
-//! source on any number of connections take turns and find each other's run.
+//! source on any number of connections take turns and find each other's run. A ledger call
+//! takes the operation's row lock the same way (see `ledger`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), baton_store::Error> {
@@ -921,8 +925,9 @@ macro_rules! with_client {
     }};
 }
 
-// After `with_client!`, which it uses.
+// After `with_client!`, which they use.
 mod cache;
+mod ledger;
 
 /// A `REPEATABLE READ READ ONLY` transaction: every read in it sees one snapshot, so a run, its
 /// summary and its tail agree with each other.

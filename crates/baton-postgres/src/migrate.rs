@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_compaction.sql"),
     include_str!("../migrations/0005_agent.sql"),
     include_str!("../migrations/0006_cache.sql"),
+    include_str!("../migrations/0007_ledger.sql"),
 ];
 
 /// The schema version this build writes.

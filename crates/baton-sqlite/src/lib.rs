@@ -30,6 +30,7 @@ mod agent;
 mod cache;
 mod compaction;
 mod import;
+mod ledger;
 mod migrate;
 
 use std::path::{Path, PathBuf};

@@ -27,10 +27,12 @@ mod agent;
 mod cache;
 mod compaction;
 mod import;
+mod ledger;
 pub use agent::*;
 pub use cache::*;
 pub use compaction::*;
 pub use import::*;
+pub use ledger::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
 #[async_trait]
@@ -97,7 +99,12 @@ macro_rules! conformance_tests {
             a_corrupt_entry_is_reported_removed_and_never_served,
             concurrent_claimers_have_one_leader,
             an_expired_lease_goes_to_one_claimer_with_a_higher_token,
-            the_call_log_keeps_every_call_in_order_per_tenant
+            the_call_log_keeps_every_call_in_order_per_tenant,
+            begin_creates_once_then_answers_from_the_record,
+            an_expired_lease_is_taken_over_and_the_late_worker_fenced_out,
+            failures_are_retried_only_when_retryable,
+            concurrent_begins_and_takeovers_have_one_winner,
+            expired_records_are_pruned_never_reused
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

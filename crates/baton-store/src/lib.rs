@@ -14,6 +14,8 @@
 //!   the source gained since, never duplicated.
 //! - [`cache`]: the response cache's entries, in-flight records and the call log
 //!   ([`CacheStore`], which every `Store` also is).
+//! - [`ledger`]: the idempotency ledger's operations, leases, fences and attempts
+//!   ([`LedgerStore`], which every `Store` also is).
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
@@ -42,6 +44,7 @@ pub mod cache;
 pub mod codec;
 pub mod conformance;
 pub mod import;
+pub mod ledger;
 pub mod search;
 
 use async_trait::async_trait;
@@ -55,6 +58,9 @@ pub use cache::{CacheEntry, CacheStore, CallOutcome, CallRecord, Flight, Lookup,
 pub use import::{
     CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
     RunOrigin, RunReport, SourceCompaction,
+};
+pub use ledger::{
+    Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
 pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows, search_texts};
 
@@ -72,7 +78,7 @@ pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows,
 ///   index up to date (the [`search_rows`] of every message past the run's indexed mark), so
 ///   `search` finds every message committed before it was called.
 #[async_trait]
-pub trait Store: CacheStore + Send + Sync {
+pub trait Store: CacheStore + LedgerStore + Send + Sync {
     /// Creates a run (and its tenant, on first use).
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error>;
 
@@ -553,6 +559,12 @@ pub enum Error {
     /// A cache entry or flight that cannot be stored as asked (a zero TTL or lease).
     #[error("cache: {detail}")]
     InvalidCache {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease).
+    #[error("ledger: {detail}")]
+    InvalidLedger {
         /// What is wrong with it.
         detail: String,
     },

@@ -11,3 +11,4 @@
 
 mod conformance;
 mod files;
+mod ledger_model;

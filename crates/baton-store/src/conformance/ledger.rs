@@ -1,0 +1,384 @@
+//! The idempotency ledger: one acquirer per key, fences that fence out a worker whose lease
+//! was taken over, a completed result that never changes, attempts kept for audit.
+
+use std::time::Duration;
+
+use baton_core::Timestamp;
+use baton_core::key::RequestKey;
+use serde_json::json;
+
+use super::{Harness, tenant};
+use crate::{AttemptOutcome, Begin, Error, Fenced, OpStatus, Operation, Publish};
+
+const LEASE: Duration = Duration::from_secs(10);
+const KEEP: Duration = Duration::from_secs(24 * 3600);
+
+fn hash(n: u8) -> RequestKey {
+    RequestKey([n; 32])
+}
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp(1_800_000_000_000 + secs * 1000)
+}
+
+fn acquired(b: Begin) -> (Operation, bool) {
+    match b {
+        Begin::Acquired {
+            operation,
+            takeover,
+        } => (operation, takeover),
+        other => panic!("expected to acquire, got {other:?}"),
+    }
+}
+
+fn fenced_out(r: Result<Operation, Fenced>) -> Operation {
+    match r {
+        Err(Fenced::Out { operation, .. }) => operation,
+        other => panic!("expected fenced out, got {other:?}"),
+    }
+}
+
+pub async fn begin_creates_once_then_answers_from_the_record(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    let (op, takeover) = acquired(
+        store
+            .begin(&ten, "charge-42", &hash(1), "w1", LEASE, KEEP, t(0))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (op.status, op.fence, takeover),
+        (OpStatus::Running, 1, false)
+    );
+    assert_eq!(op.lease_owner.as_deref(), Some("w1"));
+    assert_eq!(op.lease_expires_at, Some(t(10)));
+    // Another worker, same request, lease live: in progress.
+    match store
+        .begin(&ten, "charge-42", &hash(1), "w2", LEASE, KEEP, t(5))
+        .await
+        .unwrap()
+    {
+        Begin::InProgress(o) => assert_eq!((o.fence, o.lease_owner.as_deref()), (1, Some("w1"))),
+        other => panic!("{other:?}"),
+    }
+    // The same key with another request: a mismatch, whatever the status.
+    match store
+        .begin(&ten, "charge-42", &hash(2), "w2", LEASE, KEEP, t(5))
+        .await
+        .unwrap()
+    {
+        Begin::Mismatch { operation, given } => {
+            assert_eq!((operation.request_hash, given), (hash(1), hash(2)));
+        }
+        other => panic!("{other:?}"),
+    }
+    let done = store
+        .publish(
+            &ten,
+            "charge-42",
+            1,
+            Publish::Complete(&json!({"charge": "ch_1"})),
+            true,
+            t(6),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (done.status, done.result.clone()),
+        (OpStatus::Completed, Some(json!({"charge": "ch_1"})))
+    );
+    drop(store);
+
+    let store = h.open().await;
+    match store
+        .begin(&ten, "charge-42", &hash(1), "w3", LEASE, KEEP, t(100))
+        .await
+        .unwrap()
+    {
+        Begin::Completed(o) => assert_eq!(o.result, Some(json!({"charge": "ch_1"}))),
+        other => panic!("{other:?}"),
+    }
+    // A completed result never changes, even for the fence that completed it.
+    let again = fenced_out(
+        store
+            .publish(
+                &ten,
+                "charge-42",
+                1,
+                Publish::Complete(&json!("other")),
+                false,
+                t(101),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(again.result, Some(json!({"charge": "ch_1"})));
+    let (op, attempts) = store.operation(&ten, "charge-42").await.unwrap().unwrap();
+    assert_eq!(op.result, Some(json!({"charge": "ch_1"})));
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].fence, attempts[0].outcome, attempts[0].paid),
+        (1, Some(AttemptOutcome::FencedOut), true)
+    );
+    // Tenants do not see each other's operations.
+    assert!(
+        store
+            .operation(&tenant("other"), "charge-42")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    acquired(
+        store
+            .begin(
+                &tenant("other"),
+                "charge-42",
+                &hash(2),
+                "w",
+                LEASE,
+                KEEP,
+                t(0),
+            )
+            .await
+            .unwrap(),
+    );
+}
+
+pub async fn an_expired_lease_is_taken_over_and_the_late_worker_fenced_out(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    acquired(
+        store
+            .begin(&ten, "op", &hash(1), "slow", LEASE, KEEP, t(0))
+            .await
+            .unwrap(),
+    );
+    // A heartbeat keeps it alive past its first lease…
+    let beat = store
+        .heartbeat(&ten, "op", 1, LEASE, t(8))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(beat.lease_expires_at, Some(t(18)));
+    assert!(matches!(
+        store
+            .begin(&ten, "op", &hash(1), "rescuer", LEASE, KEEP, t(15))
+            .await
+            .unwrap(),
+        Begin::InProgress(_)
+    ));
+    // …then the worker pauses past it, and a rescuer takes over with the next fence.
+    let (op, takeover) = acquired(
+        store
+            .begin(&ten, "op", &hash(1), "rescuer", LEASE, KEEP, t(19))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (op.fence, takeover, op.lease_owner.as_deref()),
+        (2, true, Some("rescuer"))
+    );
+    // The paused worker wakes: it can neither renew nor publish.
+    fenced_out(store.heartbeat(&ten, "op", 1, LEASE, t(20)).await.unwrap());
+    let late = json!({"from": "slow"});
+    fenced_out(
+        store
+            .publish(&ten, "op", 1, Publish::Complete(&late), true, t(21))
+            .await
+            .unwrap(),
+    );
+    let done = store
+        .publish(
+            &ten,
+            "op",
+            2,
+            Publish::Complete(&json!({"from": "rescuer"})),
+            true,
+            t(22),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.result, Some(json!({"from": "rescuer"})));
+    let (_, attempts) = store.operation(&ten, "op").await.unwrap().unwrap();
+    let seen: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.owner.as_str(), a.fence, a.outcome, a.paid))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("slow", 1, Some(AttemptOutcome::FencedOut), true),
+            ("rescuer", 2, Some(AttemptOutcome::Completed), true),
+        ],
+        "two paid calls after a lost lease are visible"
+    );
+    assert_eq!(
+        attempts[0].result,
+        Some(late),
+        "kept for audit, never published"
+    );
+    // Unknown keys.
+    assert_eq!(
+        store.heartbeat(&ten, "nope", 1, LEASE, t(0)).await.unwrap(),
+        Err(Fenced::NotFound)
+    );
+}
+
+pub async fn failures_are_retried_only_when_retryable(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    acquired(
+        store
+            .begin(&ten, "a", &hash(1), "w1", LEASE, KEEP, t(0))
+            .await
+            .unwrap(),
+    );
+    let failed = store
+        .publish(
+            &ten,
+            "a",
+            1,
+            Publish::Fail {
+                error: "HTTP 503",
+                retryable: true,
+            },
+            true,
+            t(1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (failed.status, failed.error.as_deref(), failed.retryable),
+        (OpStatus::Failed, Some("HTTP 503"), true)
+    );
+    let (op, takeover) = acquired(
+        store
+            .begin(&ten, "a", &hash(1), "w2", LEASE, KEEP, t(2))
+            .await
+            .unwrap(),
+    );
+    assert_eq!((op.fence, takeover, op.error), (2, true, None));
+    store
+        .publish(
+            &ten,
+            "a",
+            2,
+            Publish::Fail {
+                error: "card declined",
+                retryable: false,
+            },
+            false,
+            t(3),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    match store
+        .begin(&ten, "a", &hash(1), "w3", LEASE, KEEP, t(4))
+        .await
+        .unwrap()
+    {
+        Begin::Failed(o) => assert_eq!((o.error.as_deref(), o.fence), (Some("card declined"), 2)),
+        other => panic!("{other:?}"),
+    }
+    let listed = store
+        .operations(&ten, Some(OpStatus::Failed))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        store
+            .operations(&ten, Some(OpStatus::Running))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn concurrent_begins_and_takeovers_have_one_winner(h: &dyn Harness) {
+    let ten = tenant("acme");
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = h.open().await;
+        let ten = ten.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .begin(&ten, "race", &hash(1), &format!("w{i}"), LEASE, KEEP, t(0))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        if let Begin::Acquired { .. } = task.await.unwrap() {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = h.open().await;
+        let ten = ten.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .begin(&ten, "race", &hash(1), &format!("r{i}"), LEASE, KEEP, t(60))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut fences = Vec::new();
+    for task in tasks {
+        if let Begin::Acquired { operation, .. } = task.await.unwrap() {
+            fences.push(operation.fence);
+        }
+    }
+    assert_eq!(fences, [2], "one takeover, with the next fence");
+}
+
+pub async fn expired_records_are_pruned_never_reused(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    let keep = Duration::from_secs(60);
+    acquired(
+        store
+            .begin(&ten, "k", &hash(1), "w", LEASE, keep, t(0))
+            .await
+            .unwrap(),
+    );
+    store
+        .publish(&ten, "k", 1, Publish::Complete(&json!(1)), false, t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    // Past its retention but not pruned: still the same record.
+    assert!(matches!(
+        store
+            .begin(&ten, "k", &hash(1), "w", LEASE, keep, t(120))
+            .await
+            .unwrap(),
+        Begin::Completed(_)
+    ));
+    assert_eq!(store.prune_operations(&ten, t(30)).await.unwrap(), 0);
+    assert_eq!(store.prune_operations(&ten, t(120)).await.unwrap(), 1);
+    assert!(store.operation(&ten, "k").await.unwrap().is_none());
+    let (op, _) = acquired(
+        store
+            .begin(&ten, "k", &hash(1), "w", LEASE, keep, t(121))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(op.fence, 1);
+    // Bad inputs write nothing.
+    for (key, lease) in [("", LEASE), ("x\ny", LEASE), ("ok", Duration::ZERO)] {
+        let err = store
+            .begin(&ten, key, &hash(1), "w", lease, keep, t(0))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
+    }
+    assert_eq!(store.operations(&ten, None).await.unwrap().len(), 1);
+}
