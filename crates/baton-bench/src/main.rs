@@ -103,6 +103,7 @@ use tokio::runtime::Runtime;
 mod cache;
 mod compaction;
 mod import;
+mod ledger;
 mod postgres;
 mod tokens;
 
@@ -390,6 +391,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     tokens::section(args.quick, &mut report, &mut out)?;
     compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();

@@ -76,6 +76,10 @@ pub enum Command {
     /// Reports: a run's token growth, the duplicate work in the call log or the runs.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// The idempotency ledger: begin an operation, renew its lease, publish its outcome, show
+    /// and list operations, prune expired ones, or run a command under it.
+    #[command(subcommand)]
+    Ops(OpsCommand),
     /// One model call through the response cache (key, single-flight across processes, call
     /// log); prints the reply.
     Call(CallArgs),
@@ -91,6 +95,134 @@ pub enum Command {
     /// A scripted agent session, offline, left in the store to inspect (`--race`: seed 000's
     /// scenario of two summaries racing on one base while a message arrives).
     Demo(DemoArgs),
+}
+
+/// `baton ops …`
+#[derive(Debug, Subcommand)]
+pub enum OpsCommand {
+    /// Create the operation and take its lease, or read where it stands: completed (its
+    /// result), in progress, failed, or begun with another request (mismatch).
+    Begin(OpsBeginArgs),
+    /// Extend the lease, if FENCE is still the current one.
+    Heartbeat(OpsFenceArgs),
+    /// Publish the result, if FENCE is still the current one.
+    Complete(OpsCompleteArgs),
+    /// Record a failure, if FENCE is still the current one.
+    Fail(OpsFailArgs),
+    /// One operation, with its attempts.
+    Show(OpsKeyArg),
+    /// The tenant's operations.
+    List(OpsListArgs),
+    /// Remove operations past their retention (and their attempts).
+    Prune,
+    /// Run a command under the ledger: at most one worker runs it per key at a time, a
+    /// completed run is answered from its record, and a worker that lost its lease cannot
+    /// publish. The command gets BATON_OP_KEY, BATON_FENCE and BATON_IDEMPOTENCY_KEY.
+    Run(OpsRunArgs),
+}
+
+/// An operation's key.
+#[derive(Debug, Args)]
+pub struct OpsKeyArg {
+    /// The idempotency key.
+    pub key: String,
+}
+
+/// Arguments of `ops begin`.
+#[derive(Debug, Args)]
+pub struct OpsBeginArgs {
+    /// The idempotency key.
+    pub key: String,
+    /// The request's hash (64 hex digits, as `baton_core::key` derives it).
+    #[arg(long, value_name = "HASH")]
+    pub request_hash: String,
+    /// The worker taking the lease.
+    #[arg(long, value_name = "WORKER")]
+    pub owner: String,
+    /// How long the lease lasts, e.g. `30s`.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub lease: std::time::Duration,
+    /// How long the record is kept before `ops prune` may remove it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "24h")]
+    pub retention: std::time::Duration,
+}
+
+/// Arguments of `ops heartbeat`.
+#[derive(Debug, Args)]
+pub struct OpsFenceArgs {
+    /// The idempotency key.
+    pub key: String,
+    /// The fence `begin` gave.
+    #[arg(long)]
+    pub fence: u64,
+    /// The new lease, from now.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub lease: std::time::Duration,
+}
+
+/// Arguments of `ops complete`.
+#[derive(Debug, Args)]
+pub struct OpsCompleteArgs {
+    /// The idempotency key.
+    pub key: String,
+    /// The fence `begin` gave.
+    #[arg(long)]
+    pub fence: u64,
+    /// The result, as JSON.
+    #[arg(long, value_name = "JSON")]
+    pub result: String,
+    /// The attempt made a paid external call.
+    #[arg(long)]
+    pub paid: bool,
+}
+
+/// Arguments of `ops fail`.
+#[derive(Debug, Args)]
+pub struct OpsFailArgs {
+    /// The idempotency key.
+    pub key: String,
+    /// The fence `begin` gave.
+    #[arg(long)]
+    pub fence: u64,
+    /// What went wrong.
+    #[arg(long, value_name = "TEXT")]
+    pub error: String,
+    /// Another attempt may be made.
+    #[arg(long)]
+    pub retryable: bool,
+    /// The attempt made a paid external call.
+    #[arg(long)]
+    pub paid: bool,
+}
+
+/// Arguments of `ops list`.
+#[derive(Debug, Args)]
+pub struct OpsListArgs {
+    /// Only operations in this status: pending, running, completed or failed.
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<String>,
+}
+
+/// Arguments of `ops run`.
+#[derive(Debug, Args)]
+pub struct OpsRunArgs {
+    /// The idempotency key.
+    pub key: String,
+    /// The worker (default: host-pid).
+    #[arg(long, value_name = "WORKER")]
+    pub owner: Option<String>,
+    /// The lease, renewed every third of it while the command runs.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub lease: std::time::Duration,
+    /// A failure of the command may be retried by another worker.
+    #[arg(long)]
+    pub retryable: bool,
+    /// The command makes a paid external call (recorded with each attempt).
+    #[arg(long)]
+    pub paid: bool,
+    /// The command and its arguments (its argv is the request the key is pinned to).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Arguments of `call`.
@@ -403,6 +535,10 @@ pub struct ChatArgs {
     /// The most tokens a reply may have.
     #[arg(long, default_value_t = 4096, value_name = "TOKENS")]
     pub reply_tokens: u32,
+    /// Do not answer model calls from the response cache, nor store their replies (they are
+    /// still made; without this, a call repeated after a crash is not paid twice).
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 /// The providers `chat --provider` takes.

@@ -36,6 +36,7 @@ pub async fn run(env: &Env, args: CallArgs, out: &mut dyn Write) -> anyhow::Resu
         message: vec![],
         verbose: false,
         reply_tokens: args.max_tokens,
+        no_cache: false,
     };
     let (provider, _server) = crate::chat::provider(&chat_args)?;
     let mut cache = Cache::new(env.store.clone(), env.tenant.clone());

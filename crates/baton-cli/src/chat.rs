@@ -690,6 +690,22 @@ impl OwnedAgent {
 /// Runs `baton chat`.
 pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Result<()> {
     let (provider, _server) = provider(&args)?;
+    // Every model call goes through the response cache: a call made again after a crash (its
+    // reply was received but not yet stored) is answered from the cache instead of paid twice,
+    // and every call lands in the call log. `--no-cache` reads nothing and stores nothing.
+    let provider: Arc<dyn Provider> = if args.no_cache {
+        provider
+    } else {
+        // A short lease: a process killed mid-call holds its flight until the lease runs out,
+        // and the session resumed after it waits that long before calling again.
+        let cache = baton_cache::Cache::new(env.store.clone(), env.tenant.clone())
+            .with_lease(std::time::Duration::from_secs(5))?;
+        Arc::new(baton_cache::CachedProvider::new(
+            provider,
+            Arc::new(cache),
+            baton_cache::CallPolicy::default(),
+        ))
+    };
     let strategy_name = args
         .strategy
         .clone()

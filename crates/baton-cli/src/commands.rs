@@ -202,6 +202,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
             crate::duplicates::run(&env, args, out).await
         }
         Command::Call(args) => crate::call::run(&env, args, out).await,
+        Command::Ops(command) => crate::ops::run(&env, command, out).await,
         Command::Pin(args) => pin(&env, args, out).await,
         Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,

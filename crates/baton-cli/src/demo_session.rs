@@ -80,6 +80,7 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
         ],
         verbose: true,
         reply_tokens: 1024,
+        no_cache: false,
     };
     crate::chat::run(env, args, out).await?;
     let retry = std::fs::read_to_string(dir.path().join("src/retry.rs"))?;

@@ -5,7 +5,7 @@
 //! | 0 | success (also: stdout closed early, as by `| head`) |
 //! | 1 | any other failure (not found, not a baton database, I/O…) |
 //! | 2 | usage error (unknown flag, missing argument) |
-//! | 3 | conflict: stale base (or stale cleared-results setting), run not active, run already exists |
+//! | 3 | conflict: stale base (or stale cleared-results setting), run not active, run already exists; an operation's request mismatch, in progress, fenced out or failed |
 //! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words, an unknown tokenizer, a seq the run does not have |
 
 use baton_core::InvalidCandidate;
@@ -27,6 +27,17 @@ pub const INVALID: u8 = 4;
 #[error("{0}")]
 pub struct InvalidInput(pub String);
 
+/// A ledger call that met the stored state: a mismatch, an operation in progress, a fenced-out
+/// worker, or a failed operation; exits 3. `code` is its `--json` code.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct OpConflict {
+    /// `mismatch`, `in_progress`, `fenced_out` or `failed`.
+    pub code: &'static str,
+    /// What happened, for people.
+    pub message: String,
+}
+
 /// The exit code for `err`: the first cause in its chain that has a meaning decides.
 pub fn code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -35,6 +46,9 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 Rejection::Invalid(_) | Rejection::InvalidClear { .. } => INVALID,
                 _ => CONFLICT,
             };
+        }
+        if cause.downcast_ref::<OpConflict>().is_some() {
+            return CONFLICT;
         }
         if cause.downcast_ref::<InvalidCandidate>().is_some()
             || cause.downcast_ref::<InvalidInput>().is_some()
@@ -47,6 +61,8 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 StoreError::RunExists { .. } | StoreError::RunNotActive { .. } => CONFLICT,
                 StoreError::InvalidId(_)
                 | StoreError::InvalidQuery { .. }
+                | StoreError::InvalidLedger { .. }
+                | StoreError::InvalidCache { .. }
                 | StoreError::SeqNotFound { .. } => INVALID,
                 _ => FAILURE,
             };

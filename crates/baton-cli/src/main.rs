@@ -11,6 +11,7 @@ mod demo_session;
 mod duplicates;
 mod exit;
 mod import;
+mod ops;
 
 use std::io::Write;
 use std::process::ExitCode;

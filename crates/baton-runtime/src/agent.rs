@@ -12,9 +12,11 @@
 //! [`Agent::resume`] again continues where the run stands: a model call whose reply was not yet
 //! appended is made again (it had no effect); a tool whose result was stored is not run again;
 //! a call without a result is run again when it has no side effects; a tool call with side
-//! effects is recorded as started before it runs, so one found started but unanswered is
-//! answered with an error saying it may or may not have taken effect, never run twice, and one
-//! not started is run.
+//! effects runs under the idempotency ledger, keyed by the run and the call's id
+//! ([`tool_operation_key`]): begun before it runs, its outcome published when it ends, so one
+//! found completed but unanswered is answered from the record (its effect is not repeated),
+//! one found running is answered with an error saying it may or may not have taken effect,
+//! never run twice, and one not begun is run.
 //!
 //! The user may speak (or set a constraint) while calls are unanswered: after Ctrl-C cancelled
 //! a turn, or after a turn stopped at [`Settings::max_steps`]. [`Agent::say`] and
@@ -30,10 +32,12 @@
 
 use std::path::PathBuf;
 
+use baton_core::Timestamp;
+use baton_core::key::{KeyInput, request_key};
 use baton_core::tokens::TokenCounter;
 use baton_core::{ContentBlock, Context, Message, Role, RunId, TenantId};
 use baton_provider::{Delta, Provider, Request, Usage};
-use baton_store::{Constraint, NewEntry, Store};
+use baton_store::{Begin, Constraint, NewEntry, OpStatus, Publish, Store};
 use serde_json::Value;
 
 use crate::tools::{ToolContext, Toolbox};
@@ -371,20 +375,9 @@ impl Agent<'_> {
                         "refused: this run is read-only (the user's constraint at seq {}: \"{}\"); {name} changes files or runs commands",
                         c.seq, c.text
                     )),
-                    None if started.contains(id) => Err(format!(
-                        "interrupted: this {name} call started before the session stopped and may or may not have taken effect; check before trying again"
-                    )),
-                    None if unstarted == Unstarted::Cancel => Err(format!(
-                        "cancelled by the user: this {name} call had not started when the user spoke again, and was not run; call it again if it is still needed"
-                    )),
                     None => {
-                        if self.store.start_tool(self.tenant, self.run, id).await? {
-                            tool.call(input, &ctx).await
-                        } else {
-                            Err(format!(
-                                "interrupted: this {name} call was already started; check its effect before trying again"
-                            ))
-                        }
+                        self.side_effect(id, name, input, tool, &ctx, &started, unstarted)
+                            .await?
                     }
                 },
                 Some(tool) => tool.call(input, &ctx).await,
@@ -412,6 +405,128 @@ impl Agent<'_> {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// How long a tool's ledger record is kept: a week, so a run resumed days later still finds
+/// what its side effects did.
+const TOOL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// A tool's lease. Nothing takes a tool call over (a running record found on resume is
+/// answered "interrupted"), so the lease only has to outlast the call.
+const TOOL_LEASE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// The ledger key of a tool call: the run and the call's id.
+pub fn tool_operation_key(run: &RunId, tool_use_id: &str) -> String {
+    format!("tool:{run}:{tool_use_id}")
+}
+
+/// A tool outcome as the ledger keeps it, and back.
+fn recorded(value: Option<&Value>) -> Result<String, String> {
+    let text = value
+        .and_then(|v| v.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("(no output recorded)")
+        .to_owned();
+    match value
+        .and_then(|v| v.get("is_error"))
+        .and_then(Value::as_bool)
+    {
+        Some(true) => Err(text),
+        _ => Ok(text),
+    }
+}
+
+impl Agent<'_> {
+    /// Runs a side-effecting tool call under the idempotency ledger, keyed by the run and the
+    /// call's id: a call whose outcome is recorded is answered from the record and never run
+    /// again (a crash between its effect and its result message loses nothing); one recorded
+    /// as running (a crash mid-call) is answered "interrupted"; a new one is begun, run, and
+    /// its outcome published under its fence before the result message is appended.
+    #[allow(clippy::too_many_arguments)]
+    async fn side_effect(
+        &self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        tool: &dyn crate::tools::Tool,
+        ctx: &ToolContext<'_>,
+        started: &[String],
+        unstarted: Unstarted,
+    ) -> Result<Result<String, String>, AgentError> {
+        let key = tool_operation_key(self.run, id);
+        let interrupted = || {
+            Err(format!(
+                "interrupted: this {name} call started before the session stopped and may or may not have taken effect; check before trying again"
+            ))
+        };
+        if let Some((op, _)) = self.store.operation(self.tenant, &key).await? {
+            return Ok(match op.status {
+                OpStatus::Completed => recorded(op.result.as_ref()),
+                OpStatus::Failed => Err(op.error.unwrap_or_default()),
+                OpStatus::Running | OpStatus::Pending => interrupted(),
+            });
+        }
+        // Calls started before the ledger kept them (schema v5's intent records).
+        if started.iter().any(|s| s == id) {
+            return Ok(interrupted());
+        }
+        if unstarted == Unstarted::Cancel {
+            return Ok(Err(format!(
+                "cancelled by the user: this {name} call had not started when the user spoke again, and was not run; call it again if it is still needed"
+            )));
+        }
+        let hash = request_key(&KeyInput {
+            tenant: self.tenant,
+            operation: &format!("tool.{name}"),
+            body: &serde_json::json!({ "input": input }),
+            versions: &Default::default(),
+            documents: &[],
+        })
+        .map_err(|e| baton_store::Error::Corrupt {
+            what: format!("keying tool call {id}: {e}"),
+        })?;
+        let owner = format!("agent-{}", std::process::id());
+        let begun = self
+            .store
+            .begin(
+                self.tenant,
+                &key,
+                &hash,
+                &owner,
+                TOOL_LEASE,
+                TOOL_RETENTION,
+                Timestamp::now(),
+            )
+            .await?;
+        let fence = match begun {
+            Begin::Acquired {
+                operation,
+                takeover: false,
+            } => operation.fence,
+            Begin::Completed(op) => return Ok(recorded(op.result.as_ref())),
+            // Someone else began it meanwhile, or it was begun and lost: never run it twice.
+            _ => return Ok(interrupted()),
+        };
+        let outcome = tool.call(input, ctx).await;
+        let value = match &outcome {
+            Ok(text) => serde_json::json!({ "text": text, "is_error": false }),
+            Err(text) => serde_json::json!({ "text": text, "is_error": true }),
+        };
+        if let Err(fenced) = self
+            .store
+            .publish(
+                self.tenant,
+                &key,
+                fence,
+                Publish::Complete(&value),
+                false,
+                Timestamp::now(),
+            )
+            .await?
+        {
+            tracing::warn!(key, ?fenced, "a tool call's outcome could not be published");
+        }
+        Ok(outcome)
     }
 }
 

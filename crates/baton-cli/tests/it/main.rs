@@ -15,6 +15,7 @@ mod chat;
 mod compaction;
 mod import;
 mod json_contract;
+mod ops;
 mod race;
 mod recall;
 mod seed;

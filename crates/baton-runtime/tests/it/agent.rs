@@ -617,3 +617,115 @@ async fn a_constraint_after_a_cancelled_turn_answers_the_open_calls_first() {
         assert_eq!(server.remaining_turns(), 0, "{wire:?}");
     }
 }
+
+/// A side effect whose outcome the ledger recorded, but whose result message was never
+/// appended (the process died in between), is answered from the record on resume and not run
+/// again; a side effect that runs normally leaves its outcome in the ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_side_effect_is_answered_from_the_ledger_not_run_again() {
+    use baton_runtime::agent::tool_operation_key;
+    use baton_store::{Begin, LedgerStore, OpStatus, Publish};
+
+    let s = setup().await;
+    let script = turns(json!([
+        {"reply": {"tool_calls": [{"name": "run_command", "input": {"command": "echo once >> count.txt"}}]}},
+        {"expect": {"contains": "recorded: wrote once"}, "reply": {"tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "b"}}]}},
+        {"reply": {"text": "Done."}}
+    ]));
+    let server = ScriptedServer::start(script).unwrap();
+    let provider = client(Wire::Anthropic, &server);
+    let none = baton_compact::strategies::NoCompaction;
+    let tools = Toolbox::standard();
+    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let agent = Agent {
+        store: &s.store,
+        tenant: &s.tenant,
+        run: &s.run,
+        provider: &*provider,
+        tools: &tools,
+        compactor: Compactor {
+            strategy: &none,
+            summarizer: &Offline,
+            trigger: &trigger,
+            prices: &prices,
+            force: false,
+            dry_run: false,
+        },
+        counter: &ByteEstimate,
+        settings: Settings {
+            workdir: s.dir.path().join("work"),
+            max_tokens: 1024,
+            max_steps: 1,
+        },
+    };
+    assert_eq!(
+        agent.say("Count.", &mut Quiet).await.unwrap(),
+        TurnEnd::StepLimit
+    );
+    let history = s
+        .store
+        .read_range(&s.tenant, &s.run, Seq(2), Some(Seq(2)))
+        .await
+        .unwrap();
+    let id = history[0].message.tool_use_ids().next().unwrap().to_owned();
+    // The "previous process" ran the command and recorded its outcome, then died before
+    // appending the result message.
+    let key = tool_operation_key(&s.run, &id);
+    let now = baton_core::Timestamp::now();
+    let hour = std::time::Duration::from_secs(3600);
+    let Begin::Acquired { operation, .. } = s
+        .store
+        .begin(
+            &s.tenant,
+            &key,
+            &baton_core::key::RequestKey([0; 32]),
+            "dead",
+            hour,
+            hour,
+            now,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("expected to acquire");
+    };
+    s.store
+        .publish(
+            &s.tenant,
+            &key,
+            operation.fence,
+            Publish::Complete(&json!({"text": "recorded: wrote once", "is_error": false})),
+            false,
+            now,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let agent = Agent {
+        settings: Settings {
+            max_steps: 10,
+            ..agent.settings.clone()
+        },
+        ..agent
+    };
+    assert_eq!(agent.resume(&mut Quiet).await.unwrap(), TurnEnd::Answered);
+    assert!(
+        !s.dir.path().join("work/count.txt").exists(),
+        "the recorded side effect was not run again"
+    );
+    // The write ran once, under the ledger, and its outcome is recorded.
+    assert_eq!(
+        std::fs::read_to_string(s.dir.path().join("work/b.txt")).unwrap(),
+        "b"
+    );
+    let done = s
+        .store
+        .operations(&s.tenant, Some(OpStatus::Completed))
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(
+        done.iter()
+            .all(|op| op.key.starts_with(&format!("tool:{}:", s.run)))
+    );
+}

@@ -1,0 +1,142 @@
+//! Section 10: the idempotency ledger (issue 8): `begin` + `complete` pairs per second with 1,
+//! 8 and 32 concurrent workers on one SQLite store, against the bare limit measured in the same
+//! run: a rusqlite loop that inserts a row and updates it, each in its own `BEGIN IMMEDIATE`
+//! transaction, with the same durability settings (WAL, `synchronous = NORMAL`). Target: ≥ 0.5
+//! of the bare rate.
+//!
+//! baton's pair does more than the bare loop: `begin` reads the key, inserts the operation and
+//! its attempt and reads the record back; `complete` reads it, checks the fence, updates the
+//! operation and the attempt and reads it back. Workers in one process share the store's one
+//! writer connection, so concurrency buys no parallel writes on SQLite; it shows the cost of
+//! contention (none beyond queueing).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_core::key::RequestKey;
+use baton_core::{TenantId, Timestamp};
+use baton_sqlite::SqliteStore;
+use baton_store::{Begin, LedgerStore, Publish};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
+use serde_json::json;
+use tokio::runtime::Runtime;
+
+use crate::{Report, Target, Unit, on_worker};
+
+/// The section: prints its lines and adds its figures.
+pub(crate) fn section(
+    rt: &Runtime,
+    dir: &Path,
+    quick: bool,
+    report: &mut Report,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let pairs = if quick { 400 } else { 8_000 };
+    writeln!(
+        out,
+        "\n[10] ledger: begin + complete pairs on SQLite, 1/8/32 concurrent workers, against a bare insert + update loop ({pairs} pairs each)"
+    )?;
+    out.flush()?;
+    let bare = bare_pairs(&dir.join("ledger-bare.db"), pairs)?;
+    writeln!(out, "  bare rusqlite insert + update: {bare:.0} pairs/s")?;
+    for workers in [1usize, 8, 32] {
+        let path = dir.join(format!("ledger-{workers}.db"));
+        let rate = on_worker(rt, async move { baton_pairs(&path, pairs, workers).await })?;
+        let ratio = rate / bare;
+        writeln!(
+            out,
+            "  baton, {workers:>2} workers: {rate:.0} pairs/s, {ratio:.2}x bare"
+        )?;
+        let (key, label): (&'static str, String) = match workers {
+            1 => ("ledger_ratio_1", "ledger pairs vs bare, 1 worker".into()),
+            8 => ("ledger_ratio_8", "ledger pairs vs bare, 8 workers".into()),
+            _ => ("ledger_ratio_32", "ledger pairs vs bare, 32 workers".into()),
+        };
+        report.figure(key, label, ratio, Unit::Ratio, Some(Target::AtLeast(0.5)));
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn baton_pairs(path: &Path, pairs: usize, workers: usize) -> anyhow::Result<f64> {
+    let store = Arc::new(SqliteStore::open(path).await?);
+    let tenant = TenantId::default_tenant();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (store, tenant) = (store.clone(), tenant.clone());
+        let share = pairs / workers + usize::from(w < pairs % workers);
+        tasks.spawn(async move {
+            let owner = format!("w{w}");
+            for i in 0..share {
+                let key = format!("op-{w}-{i}");
+                let now = Timestamp::now();
+                let begun = store
+                    .begin(
+                        &tenant,
+                        &key,
+                        &RequestKey([7; 32]),
+                        &owner,
+                        Duration::from_secs(30),
+                        Duration::from_secs(3600),
+                        now,
+                    )
+                    .await?;
+                let Begin::Acquired { operation, .. } = begun else {
+                    anyhow::bail!("{key} was not acquired");
+                };
+                let result = json!({ "ok": i });
+                store
+                    .publish(
+                        &tenant,
+                        &key,
+                        operation.fence,
+                        Publish::Complete(&result),
+                        false,
+                        Timestamp::now(),
+                    )
+                    .await?
+                    .map_err(|e| anyhow::anyhow!("{key}: {e:?}"))?;
+            }
+            Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(pairs as f64 / started.elapsed().as_secs_f64())
+}
+
+fn bare_pairs(path: &Path, pairs: usize) -> anyhow::Result<f64> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags)?;
+    conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         CREATE TABLE ops (tenant_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
+             fence INTEGER NOT NULL, result TEXT, updated_at INTEGER NOT NULL,
+             PRIMARY KEY (tenant_id, key)) STRICT;",
+    )?;
+    let started = Instant::now();
+    for i in 0..pairs {
+        let key = format!("op-{i}");
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "INSERT INTO ops (tenant_id, key, status, fence, updated_at) VALUES ('t', ?1, 'running', 1, ?2)",
+        )?
+        .execute(params![key, Timestamp::now().0])?;
+        tx.commit()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE ops SET status = 'completed', result = ?2, updated_at = ?3
+             WHERE tenant_id = 't' AND key = ?1 AND fence = 1",
+        )?
+        .execute(params![key, format!("{{\"ok\":{i}}}"), Timestamp::now().0])?;
+        tx.commit()?;
+    }
+    Ok(pairs as f64 / started.elapsed().as_secs_f64())
+}

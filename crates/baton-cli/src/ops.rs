@@ -1,0 +1,436 @@
+//! `baton ops`: the idempotency ledger from the command line, and `ops run`, a command run
+//! under it.
+//!
+//! A conflict with the stored state exits 3 with its own message, and with `--json` prints
+//! `{"error": {"code", "message"}, "operation": {…}}` first; the codes are `mismatch`,
+//! `in_progress`, `fenced_out` and `failed`.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use anyhow::{Context as _, anyhow};
+use baton_core::Timestamp;
+use baton_core::key::{KeyInput, RequestKey, request_key};
+use baton_store::ledger::{DEFAULT_RETENTION, downstream_key};
+use baton_store::{Begin, Fenced, OpStatus, Operation, Publish};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
+
+use crate::args::{OpsBeginArgs, OpsCommand, OpsRunArgs};
+use crate::commands::{Env, print_json};
+use crate::exit::{InvalidInput, OpConflict};
+
+/// The most of a command's stdout kept as its result.
+const RESULT_CAP: usize = 1 << 20;
+
+/// Runs one `baton ops` command.
+pub async fn run(env: &Env, command: OpsCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    match command {
+        OpsCommand::Begin(args) => begin(env, args, out).await,
+        OpsCommand::Heartbeat(args) => {
+            let r = env
+                .store
+                .heartbeat(
+                    &env.tenant,
+                    &args.key,
+                    args.fence,
+                    args.lease,
+                    Timestamp::now(),
+                )
+                .await?;
+            fenced(env, &args.key, r, out)
+        }
+        OpsCommand::Complete(args) => {
+            let result: Value = serde_json::from_str(&args.result)
+                .map_err(|e| InvalidInput(format!("--result is not JSON: {e}")))?;
+            let r = env
+                .store
+                .publish(
+                    &env.tenant,
+                    &args.key,
+                    args.fence,
+                    Publish::Complete(&result),
+                    args.paid,
+                    Timestamp::now(),
+                )
+                .await?;
+            fenced(env, &args.key, r, out)
+        }
+        OpsCommand::Fail(args) => {
+            let r = env
+                .store
+                .publish(
+                    &env.tenant,
+                    &args.key,
+                    args.fence,
+                    Publish::Fail {
+                        error: &args.error,
+                        retryable: args.retryable,
+                    },
+                    args.paid,
+                    Timestamp::now(),
+                )
+                .await?;
+            fenced(env, &args.key, r, out)
+        }
+        OpsCommand::Show(arg) => {
+            let (op, attempts) = env
+                .store
+                .operation(&env.tenant, &arg.key)
+                .await?
+                .ok_or_else(|| anyhow!("operation {:?} not found", arg.key))?;
+            if env.json {
+                let mut value = op_json(env, &op);
+                value["attempts"] = serde_json::to_value(&attempts)?;
+                return print_json(out, &value);
+            }
+            print_op(out, &op)?;
+            for a in &attempts {
+                writeln!(
+                    out,
+                    "  attempt fence {} by {}: started {}, {}{}{}",
+                    a.fence,
+                    a.owner,
+                    a.started_at,
+                    match (a.outcome, a.ended_at) {
+                        (Some(o), Some(at)) => format!("{} at {at}", o.as_str()),
+                        _ => "open".to_owned(),
+                    },
+                    if a.paid { ", paid call made" } else { "" },
+                    a.result
+                        .as_ref()
+                        .map(|r| format!(", tried to publish {r}"))
+                        .unwrap_or_default(),
+                )?;
+            }
+            Ok(())
+        }
+        OpsCommand::List(args) => {
+            let status = match args.status.as_deref() {
+                None => None,
+                Some(s) => Some(OpStatus::parse(s).ok_or_else(|| {
+                    InvalidInput(format!(
+                        "--status {s:?}: expected pending, running, completed or failed"
+                    ))
+                })?),
+            };
+            let ops = env.store.operations(&env.tenant, status).await?;
+            if env.json {
+                let list: Vec<Value> = ops.iter().map(|o| op_json(env, o)).collect();
+                return print_json(out, &json!({ "operations": list }));
+            }
+            for op in &ops {
+                print_op(out, op)?;
+            }
+            Ok(())
+        }
+        OpsCommand::Prune => {
+            let n = env
+                .store
+                .prune_operations(&env.tenant, Timestamp::now())
+                .await?;
+            if env.json {
+                return print_json(out, &json!({ "pruned": n }));
+            }
+            writeln!(out, "pruned {n} operations past their retention")?;
+            Ok(())
+        }
+        OpsCommand::Run(args) => run_command(env, args, out).await,
+    }
+}
+
+fn op_json(env: &Env, op: &Operation) -> Value {
+    let mut value = serde_json::to_value(op).unwrap_or(Value::Null);
+    value["downstream_key"] = json!(downstream_key(&env.tenant, &op.key));
+    value
+}
+
+fn print_op(out: &mut dyn Write, op: &Operation) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "{}  {}  fence {}{}{}{}",
+        op.key,
+        op.status.as_str(),
+        op.fence,
+        op.lease_owner
+            .as_ref()
+            .map(|o| format!(", lease {o}"))
+            .unwrap_or_default(),
+        op.result
+            .as_ref()
+            .map(|r| format!(", result {r}"))
+            .unwrap_or_default(),
+        op.error
+            .as_ref()
+            .map(|e| format!(
+                ", error {e:?}{}",
+                if op.retryable { " (retryable)" } else { "" }
+            ))
+            .unwrap_or_default(),
+    )?;
+    Ok(())
+}
+
+/// Prints a conflict's JSON (with `--json`) and returns its error.
+fn conflict(
+    env: &Env,
+    out: &mut dyn Write,
+    code: &'static str,
+    message: String,
+    op: &Operation,
+) -> anyhow::Result<()> {
+    if env.json {
+        print_json(
+            out,
+            &json!({ "error": { "code": code, "message": message }, "operation": op_json(env, op) }),
+        )?;
+    }
+    Err(OpConflict { code, message }.into())
+}
+
+fn fenced(
+    env: &Env,
+    key: &str,
+    r: Result<Operation, Fenced>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match r {
+        Ok(op) => {
+            if env.json {
+                return print_json(out, &op_json(env, &op));
+            }
+            print_op(out, &op)
+        }
+        Err(Fenced::NotFound) => Err(anyhow!("operation {key:?} not found")),
+        Err(Fenced::Out { operation, given }) => {
+            let message = format!(
+                "operation {key:?}: fenced out: fence {given} is not the current one ({} is {}, fence {}); nothing was published",
+                key,
+                operation.status.as_str(),
+                operation.fence
+            );
+            conflict(env, out, "fenced_out", message, &operation)
+        }
+    }
+}
+
+fn parse_hash(text: &str) -> anyhow::Result<RequestKey> {
+    text.parse::<RequestKey>()
+        .map_err(|e| InvalidInput(format!("--request-hash: {e}")).into())
+}
+
+/// Prints what `begin` found; conflicts become errors.
+fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> anyhow::Result<()> {
+    match begun {
+        Begin::Acquired {
+            operation,
+            takeover,
+        } => {
+            if env.json {
+                let mut v = op_json(env, operation);
+                v["outcome"] = json!(if *takeover { "took_over" } else { "acquired" });
+                return print_json(out, &v);
+            }
+            writeln!(
+                out,
+                "{} {key:?} with fence {} (lease until {})",
+                if *takeover { "took over" } else { "acquired" },
+                operation.fence,
+                operation
+                    .lease_expires_at
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+            )?;
+            Ok(())
+        }
+        Begin::Completed(op) => {
+            if env.json {
+                let mut v = op_json(env, op);
+                v["outcome"] = json!("completed");
+                return print_json(out, &v);
+            }
+            writeln!(
+                out,
+                "{key:?} is completed: {}",
+                op.result.clone().unwrap_or(Value::Null)
+            )?;
+            Ok(())
+        }
+        Begin::InProgress(op) => conflict(
+            env,
+            out,
+            "in_progress",
+            format!(
+                "operation {key:?} is in progress: {} holds fence {} until {}",
+                op.lease_owner.as_deref().unwrap_or("?"),
+                op.fence,
+                op.lease_expires_at
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+            ),
+            op,
+        ),
+        Begin::Failed(op) => conflict(
+            env,
+            out,
+            "failed",
+            format!(
+                "operation {key:?} failed and may not be retried: {}",
+                op.error.as_deref().unwrap_or("")
+            ),
+            op,
+        ),
+        Begin::Mismatch { operation, given } => conflict(
+            env,
+            out,
+            "mismatch",
+            format!(
+                "operation {key:?} was begun with request {}, not {given}: use a new idempotency key to process another request",
+                operation.request_hash
+            ),
+            operation,
+        ),
+    }
+}
+
+async fn begin(env: &Env, args: OpsBeginArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let hash = parse_hash(&args.request_hash)?;
+    let begun = env
+        .store
+        .begin(
+            &env.tenant,
+            &args.key,
+            &hash,
+            &args.owner,
+            args.lease,
+            args.retention,
+            Timestamp::now(),
+        )
+        .await?;
+    report_begin(env, &args.key, &begun, out)
+}
+
+/// `ops run`: begin; if acquired, run the command with heartbeats and publish what it did.
+async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let owner = args
+        .owner
+        .clone()
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    let body = json!({ "argv": args.command });
+    let hash = request_key(&KeyInput {
+        tenant: &env.tenant,
+        operation: "ops.run",
+        body: &body,
+        versions: &Default::default(),
+        documents: &[],
+    })?;
+    let begun = env
+        .store
+        .begin(
+            &env.tenant,
+            &args.key,
+            &hash,
+            &owner,
+            args.lease,
+            DEFAULT_RETENTION,
+            Timestamp::now(),
+        )
+        .await?;
+    let Begin::Acquired { operation, .. } = &begun else {
+        return report_begin(env, &args.key, &begun, out);
+    };
+    let fence = operation.fence;
+    let mut child = tokio::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env("BATON_OP_KEY", &args.key)
+        .env("BATON_FENCE", fence.to_string())
+        .env(
+            "BATON_IDEMPOTENCY_KEY",
+            downstream_key(&env.tenant, &args.key),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {:?}", args.command[0]))?;
+    let mut stdout = child.stdout.take().context("the command's stdout")?;
+    let mut stderr = child.stderr.take().context("the command's stderr")?;
+    let read_out = async {
+        let mut buf = Vec::new();
+        let _ = (&mut stdout)
+            .take(RESULT_CAP as u64)
+            .read_to_end(&mut buf)
+            .await;
+        let _ = tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await;
+        buf
+    };
+    let read_err = async {
+        let mut buf = Vec::new();
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf).await;
+        let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+        buf
+    };
+    let work = async {
+        let (o, e, status) = tokio::join!(read_out, read_err, child.wait());
+        (o, e, status)
+    };
+    tokio::pin!(work);
+    let mut beat = tokio::time::interval(args.lease / 3);
+    beat.tick().await;
+    let (stdout, stderr, status) = loop {
+        tokio::select! {
+            done = &mut work => break done,
+            _ = beat.tick() => {
+                if let Ok(Err(_)) = env.store.heartbeat(&env.tenant, &args.key, fence, args.lease, Timestamp::now()).await {
+                    tracing::warn!(key = %args.key, fence, "lost the lease while the command runs; its outcome will not be published");
+                }
+            }
+        }
+    };
+    let status = status.context("waiting for the command")?;
+    let text = String::from_utf8_lossy(&stdout).trim().to_owned();
+    let published = if status.success() {
+        let result =
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|_| json!({ "stdout": text }));
+        env.store
+            .publish(
+                &env.tenant,
+                &args.key,
+                fence,
+                Publish::Complete(&result),
+                args.paid,
+                Timestamp::now(),
+            )
+            .await?
+    } else {
+        let tail = String::from_utf8_lossy(&stderr);
+        let error = format!(
+            "{} ({})",
+            tail.trim().lines().last().unwrap_or("no output on stderr"),
+            status
+        );
+        let r = env
+            .store
+            .publish(
+                &env.tenant,
+                &args.key,
+                fence,
+                Publish::Fail {
+                    error: &error,
+                    retryable: args.retryable,
+                },
+                args.paid,
+                Timestamp::now(),
+            )
+            .await?;
+        if r.is_ok() {
+            fenced(env, &args.key, r, out)?;
+            return Err(anyhow!(
+                "operation {:?}: the command failed: {error}",
+                args.key
+            ));
+        }
+        r
+    };
+    fenced(env, &args.key, published, out)
+}
