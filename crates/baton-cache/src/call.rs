@@ -453,7 +453,7 @@ impl Cache {
                     if waited.elapsed() > self.max_wait {
                         return Err(CallError::WaitedTooLong(self.max_wait));
                     }
-                    tokio::time::sleep(backoff).await;
+                    self.store.wait_flight(&self.tenant, &key, backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(200));
                     if let Some(body) = self.lookup::<T>(&key, false).await? {
                         return Ok(Landed {

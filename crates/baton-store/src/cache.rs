@@ -206,6 +206,15 @@ pub trait CacheStore: Send + Sync {
         token: u64,
     ) -> Result<bool, Error>;
 
+    /// Waits until the flight for `key` may have ended (its holder released it or stored a
+    /// result), or `at_most` has passed, whichever comes first; a waiter then looks again.
+    /// The default sleeps `at_most` (polling); a backend with notifications wakes waiters as
+    /// soon as the holder is done.
+    async fn wait_flight(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
+        let _ = (tenant, key);
+        tokio::time::sleep(at_most).await;
+    }
+
     /// Appends records to the call log, in one transaction.
     async fn log_calls(&self, tenant: &TenantId, records: &[CallRecord]) -> Result<(), Error>;
 

@@ -165,15 +165,27 @@ fn bad_inputs_exit_4_and_write_nothing() {
     assert_eq!(ops["operations"][0]["status"], "running");
 }
 
+/// The store the workers use: on PostgreSQL, with small pools, so twenty processes fit the
+/// server's connections beside the other tests.
+fn worker_db(sb: &Sandbox) -> String {
+    match sb.db_arg() {
+        pg if pg.starts_with("postgres") => format!("{pg}&pool_size=2"),
+        file => file.to_owned(),
+    }
+}
+
 fn worker(sb: &Sandbox, key: &str, owner: &str, effects: &std::path::Path) -> Child {
     let script = format!(
         "echo \"$BATON_OP_KEY $BATON_FENCE\" >> {}; sleep 0.6; printf '{{\"key\":\"%s\",\"fence\":%s}}' \"$BATON_OP_KEY\" \"$BATON_FENCE\"",
         effects.display()
     );
-    sb.command(&[
-        "--json", "ops", "run", key, "--owner", owner, "--lease", "1s", "--paid", "--", "sh", "-c",
-        &script,
-    ])
+    crate::support::command(
+        worker_db(sb),
+        &[
+            "--json", "ops", "run", key, "--owner", owner, "--lease", "1s", "--paid", "--", "sh",
+            "-c", &script,
+        ],
+    )
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .spawn()
@@ -189,8 +201,16 @@ fn signal(child: &Child, sig: &str) {
 }
 
 #[test]
-fn chaos_workers_killed_and_paused_past_their_lease_publish_exactly_once() {
-    let sb = Sandbox::new();
+fn chaos_workers_killed_and_paused_past_their_lease_publish_exactly_once_on_sqlite() {
+    chaos(&Sandbox::new());
+}
+
+#[test]
+fn chaos_workers_killed_and_paused_past_their_lease_publish_exactly_once_on_postgres() {
+    chaos(&Sandbox::postgres());
+}
+
+fn chaos(sb: &Sandbox) {
     let effects = sb.dir.path().join("effects.log");
     let keys: Vec<String> = (0..10).map(|i| format!("op-{i}")).collect();
     // Two workers race for every operation.
@@ -198,7 +218,7 @@ fn chaos_workers_killed_and_paused_past_their_lease_publish_exactly_once() {
     for key in &keys {
         for w in 0..2 {
             first.entry(key.clone()).or_default().push(worker(
-                &sb,
+                sb,
                 key,
                 &format!("{key}-w{w}"),
                 &effects,
@@ -239,7 +259,7 @@ fn chaos_workers_killed_and_paused_past_their_lease_publish_exactly_once() {
         assert!(Instant::now() < deadline, "not completed: {pending:?}");
         let rescuers: Vec<Child> = pending
             .iter()
-            .map(|k| worker(&sb, k, &format!("{k}-rescue{round}"), &effects))
+            .map(|k| worker(sb, k, &format!("{k}-rescue{round}"), &effects))
             .collect();
         for r in rescuers {
             r.wait_with_output().unwrap();
