@@ -104,6 +104,7 @@ mod cache;
 mod compaction;
 mod import;
 mod ledger;
+mod pg_ledger;
 mod postgres;
 mod tokens;
 
@@ -393,6 +394,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
+    pg_ledger::section(args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;

@@ -87,7 +87,7 @@ impl PgSizes {
 }
 
 /// The server named by the environment.
-fn server_url() -> String {
+pub(crate) fn server_url() -> String {
     ["BATON_BENCH_PG", "BATON_TEST_PG"]
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))

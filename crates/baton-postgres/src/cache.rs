@@ -15,8 +15,26 @@
 //!
 //! Times are taken in Rust (`Timestamp::now()`), as on SQLite, so both backends measure leases
 //! and TTLs by the clocks of the processes that use them.
+//!
+//! Waiters are woken by `LISTEN/NOTIFY` rather than polling alone. A release that ended the
+//! flight and every put notify the schema's channel ([`flight_channel`]) with
+//! `TENANT/KEY_HEX`, in the same statement as the write, so PostgreSQL delivers it when that
+//! write commits and never for a write that did not happen. Each store (and its clones) has one
+//! [`FlightListener`]: a connection outside the pool, opened on the first `wait_flight` with the
+//! pool's config, that `LISTEN`s the channel and forwards payloads to a broadcast channel that
+//! `wait_flight` subscribes to, returning at its key's payload or at `at_most`. A notification
+//! is only ever a hint: waiters look at the cache and claim again after each wait, whether or
+//! not they were woken, so correctness never depends on one. When the listener cannot connect
+//! or its connection dies, waiting falls back to sleeping `at_most` (the poll), and a later
+//! wait starts a new listener (at most one start a second).
+//!
+//! Wakeups can be lost, harmlessly: `baton-cache`'s loop is wait → read the cache → claim, and
+//! a waiter subscribes only when its wait begins, so a notification sent between its read and
+//! its next wait (or before a new listener's `LISTEN` took effect) is missed, and that waiter
+//! sleeps one full `at_most`: one backoff interval, at most 200 ms there.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_core::key::RequestKey;
@@ -27,7 +45,8 @@ use baton_store::{
     CacheEntry, CacheStore, CallOutcome, CallRecord, Error, Flight, Lookup, NewCacheEntry,
 };
 use deadpool_postgres::GenericClient;
-use tokio_postgres::Row;
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls, Row};
 
 use crate::{PgStore, connection_broken, pg};
 
@@ -97,18 +116,22 @@ impl CacheStore for PgStore {
             let now = Timestamp::now();
             let stmt = client
                 .prepare_cached(
-                    "INSERT INTO cache_entries
-                         (tenant_id, key, operation, body, body_sha256, created_at, expires_at, hits)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
-                     ON CONFLICT (tenant_id, key) DO UPDATE SET
-                         operation = excluded.operation, body = excluded.body,
-                         body_sha256 = excluded.body_sha256, created_at = excluded.created_at,
-                         expires_at = excluded.expires_at, hits = 0",
+                    "WITH put AS (
+                         INSERT INTO cache_entries
+                             (tenant_id, key, operation, body, body_sha256, created_at,
+                              expires_at, hits)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
+                         ON CONFLICT (tenant_id, key) DO UPDATE SET
+                             operation = excluded.operation, body = excluded.body,
+                             body_sha256 = excluded.body_sha256, created_at = excluded.created_at,
+                             expires_at = excluded.expires_at, hits = 0
+                         RETURNING 1)
+                     SELECT pg_notify($8, $9) FROM put",
                 )
                 .await
                 .map_err(pg)?;
             client
-                .execute(
+                .query(
                     &stmt,
                     &[
                         &tenant.as_str(),
@@ -118,6 +141,8 @@ impl CacheStore for PgStore {
                         &&digest[..],
                         &now.0,
                         &later(now, ttl).0,
+                        &self.flights.channel,
+                        &flight_payload(tenant, &entry.key),
                     ],
                 )
                 .await
@@ -254,16 +279,49 @@ impl CacheStore for PgStore {
         with_client!(self, |client| {
             let stmt = client
                 .prepare_cached(
-                    "DELETE FROM flights WHERE tenant_id = $1 AND key = $2 AND token = $3",
+                    "WITH released AS (
+                         DELETE FROM flights WHERE tenant_id = $1 AND key = $2 AND token = $3
+                         RETURNING 1)
+                     SELECT pg_notify($4, $5) FROM released",
                 )
                 .await
                 .map_err(pg)?;
-            let changed = client
-                .execute(&stmt, &[&tenant.as_str(), &&key.0[..], &token])
+            let released = client
+                .query(
+                    &stmt,
+                    &[
+                        &tenant.as_str(),
+                        &&key.0[..],
+                        &token,
+                        &self.flights.channel,
+                        &flight_payload(tenant, key),
+                    ],
+                )
                 .await
                 .map_err(pg)?;
-            Ok(changed == 1)
+            Ok(released.len() == 1)
         })
+    }
+
+    async fn wait_flight(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
+        let Some(mut payloads) = self.flights.subscribe() else {
+            tokio::time::sleep(at_most).await;
+            return;
+        };
+        let expected = flight_payload(tenant, key);
+        let woken = async {
+            loop {
+                match payloads.recv().await {
+                    Ok(payload) if *payload == *expected => return,
+                    Ok(_) => {}
+                    // Ours may have been among those dropped: look again now.
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    // The listener died: the wait is the poll.
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(at_most, woken).await;
     }
 
     async fn log_calls(&self, tenant: &TenantId, records: &[CallRecord]) -> Result<(), Error> {
@@ -404,4 +462,193 @@ fn call_from_row(r: &Row) -> Result<CallRecord, Error> {
         latency_ms: to_u64(r.get(8), "a call's latency")?,
         overlapped: r.get(9),
     })
+}
+
+/// How many payloads the listener buffers for a waiter that has not read them yet; a waiter that
+/// falls further behind stops waiting and looks again.
+const LISTENER_BUFFER: usize = 1024;
+/// How soon after starting a listener another may be started, when the first one ended (could
+/// not connect, or its connection died).
+const LISTENER_RETRY: Duration = Duration::from_secs(1);
+/// How often the listener checks that its connection still answers: a connection cut without a
+/// word from the server is otherwise noticed only by TCP keepalive, hours later.
+const LISTENER_PING: Duration = Duration::from_secs(30);
+/// How long that check may take.
+const LISTENER_PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The channel a schema's flight notifications go to: `baton_flights_SCHEMA`, or, when that
+/// would exceed PostgreSQL's 63-byte identifiers, the schema's first 32 bytes and a hash of
+/// the whole name. Channels are per database, not per schema, hence the schema in the name.
+/// The schema name is lowercase letters, digits and `_` (checked at connect), so the channel is
+/// a valid identifier that `LISTEN` needs no quoting for and `pg_notify` takes as is.
+pub(crate) fn flight_channel(schema: &str) -> String {
+    let channel = format!("baton_flights_{schema}");
+    if channel.len() <= 63 {
+        return channel;
+    }
+    // FNV-1a: stable across builds and platforms, which `DefaultHasher` is not promised to be.
+    let hash = schema.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let prefix = schema.get(..32).unwrap_or(schema);
+    format!("baton_flights_{prefix}_{hash:016x}")
+}
+
+/// What a flight's notification says: `TENANT/KEY_HEX`.
+fn flight_payload(tenant: &TenantId, key: &RequestKey) -> String {
+    format!("{}/{key}", tenant.as_str())
+}
+
+/// A store's one `LISTEN` connection, opened on the first wait, reopened on a later wait after
+/// it ended. Dropping it (with the last clone of its store) closes the connection.
+pub(crate) struct FlightListener {
+    config: tokio_postgres::Config,
+    channel: String,
+    shown_url: String,
+    state: Mutex<ListenerState>,
+}
+
+#[derive(Default)]
+struct ListenerState {
+    /// The running listener's payloads and task.
+    live: Option<(broadcast::Sender<Arc<str>>, tokio::task::JoinHandle<()>)>,
+    /// When the last listener was started.
+    started: Option<Instant>,
+}
+
+impl FlightListener {
+    /// A listener for `schema`'s channel, connecting with `config` when first needed.
+    pub(crate) fn new(config: tokio_postgres::Config, schema: &str, shown_url: &str) -> Self {
+        FlightListener {
+            config,
+            channel: flight_channel(schema),
+            shown_url: shown_url.to_owned(),
+            state: Mutex::new(ListenerState::default()),
+        }
+    }
+
+    /// The channel's payloads from now on, starting a listener if none runs; `None` (poll)
+    /// while the last one ended less than [`LISTENER_RETRY`] after it started.
+    fn subscribe(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((payloads, task)) = &state.live
+            && !task.is_finished()
+        {
+            return Some(payloads.subscribe());
+        }
+        if state
+            .started
+            .is_some_and(|started| started.elapsed() < LISTENER_RETRY)
+        {
+            return None;
+        }
+        let (payloads, receiver) = broadcast::channel(LISTENER_BUFFER);
+        let task = tokio::spawn(listen(
+            self.config.clone(),
+            self.channel.clone(),
+            self.shown_url.clone(),
+            payloads.clone(),
+        ));
+        state.live = Some((payloads, task));
+        state.started = Some(Instant::now());
+        Some(receiver)
+    }
+}
+
+impl Drop for FlightListener {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, task)) = state.live.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The listener's task: connects, `LISTEN`s `channel` and forwards every notification's
+/// payload to `payloads` until the connection ends (the task then ends too, and the next wait
+/// starts another).
+async fn listen(
+    config: tokio_postgres::Config,
+    channel: String,
+    shown_url: String,
+    payloads: broadcast::Sender<Arc<str>>,
+) {
+    let (client, mut connection) = match config.connect(NoTls).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::warn!(url = %shown_url, error = %e,
+                "cannot open the connection that wakes cache waiters; they poll");
+            return;
+        }
+    };
+    // The connection does its I/O only while polled: drive it beside every statement.
+    let driver = async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    // No receiver (no waiter now) is not an error.
+                    let _ = payloads.send(Arc::from(n.payload()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Some(e),
+                None => return None,
+            }
+        }
+    };
+    tokio::pin!(driver);
+    // Re-issued as the liveness check: a no-op on a listening session, and it keeps the
+    // session's `pg_stat_activity.query` saying what it is for.
+    let listen = format!("LISTEN {channel}");
+    let mut ping = tokio::time::interval(LISTENER_PING);
+    loop {
+        let checked = async {
+            ping.tick().await;
+            tokio::time::timeout(LISTENER_PING_TIMEOUT, client.batch_execute(&listen)).await
+        };
+        tokio::select! {
+            ended = &mut driver => {
+                let error = ended.map(|e| e.to_string());
+                tracing::warn!(url = %shown_url, ?error,
+                    "the connection that wakes cache waiters closed; they poll until it reopens");
+                return;
+            }
+            checked = checked => match checked {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(url = %shown_url, error = %e,
+                        "the connection that wakes cache waiters failed; they poll until it reopens");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(url = %shown_url,
+                        "the connection that wakes cache waiters stopped answering; they poll until it reopens");
+                    return;
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flight_channel;
+
+    #[test]
+    fn channels_are_identifiers_and_tell_schemas_apart() {
+        assert_eq!(flight_channel("baton"), "baton_flights_baton");
+        let long_a = format!("{}a", "s".repeat(62));
+        let long_b = format!("{}b", "s".repeat(62));
+        for schema in ["baton", "x".repeat(49).as_str(), &long_a, &long_b] {
+            let channel = flight_channel(schema);
+            assert!(channel.len() <= 63, "{channel} is {} bytes", channel.len());
+            assert!(
+                channel
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            );
+        }
+        assert_eq!(flight_channel(&"x".repeat(49)).len(), 63);
+        assert_ne!(flight_channel(&long_a), flight_channel(&long_b));
+        assert_eq!(flight_channel(&long_a), flight_channel(&long_a));
+    }
 }

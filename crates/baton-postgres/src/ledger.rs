@@ -209,6 +209,49 @@ impl LedgerStore for PgStore {
         let lease_until = after(now, lease, "a lease")?;
         let expires = after(now, retention, "a retention")?;
         with_client!(self, |client| {
+            // The common case in one statement, one round trip, one commit: a new key inserts
+            // the operation and its first attempt together (the attempt's foreign key is
+            // checked at the end of the statement, when the operation is there).
+            let fast = client
+                .prepare_cached(concat!(
+                    "WITH op AS (
+                         INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
+                             lease_owner, lease_expires_at, created_at, updated_at, expires_at)
+                         VALUES ($1, $2, $3, $4, 'running', 1, $5, $6, $7, $7, $8)
+                         ON CONFLICT (tenant_id, key) DO NOTHING
+                         RETURNING ",
+                    op_columns!(),
+                    "
+                     ), attempt AS (
+                         INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
+                         SELECT $1, $2, $5, 1, $7 FROM op
+                     )
+                     SELECT * FROM op"
+                ))
+                .await
+                .map_err(pg)?;
+            let inserted = client
+                .query_opt(
+                    &fast,
+                    &[
+                        &tenant.as_str(),
+                        &key,
+                        &new_operation_id(),
+                        &&request_hash.0[..],
+                        &owner,
+                        &lease_until.0,
+                        &now.0,
+                        &expires.0,
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            if let Some(row) = inserted {
+                return Ok(Begin::Acquired {
+                    operation: op_from_row(&row)?,
+                    takeover: false,
+                });
+            }
             let tx = client.transaction().await.map_err(pg)?;
             let insert = tx
                 .prepare_cached(concat!(
@@ -323,34 +366,48 @@ impl LedgerStore for PgStore {
     ) -> Result<Result<Operation, Fenced>, Error> {
         let until = after(now, lease, "a lease")?;
         with_client!(self, |client| {
-            let tx = client.transaction().await.map_err(pg)?;
-            let answer = match lock_op(&tx, tenant, key).await? {
-                None => Err(Fenced::NotFound),
-                Some(op) if op.status != OpStatus::Running || op.fence != fence => {
-                    Err(Fenced::Out {
-                        operation: op,
+            // One conditional statement: a heartbeat never leaves a transaction open, so a
+            // worker paused mid-heartbeat holds no lock.
+            let stmt = client
+                .prepare_cached(concat!(
+                    "UPDATE operations SET lease_expires_at = $3, updated_at = $4
+                     WHERE tenant_id = $1 AND key = $2 AND fence = $5 AND status = 'running'
+                     RETURNING ",
+                    op_columns!()
+                ))
+                .await
+                .map_err(pg)?;
+            if let Some(row) = client
+                .query_opt(
+                    &stmt,
+                    &[&tenant.as_str(), &key, &until.0, &now.0, &to_i64(fence)?],
+                )
+                .await
+                .map_err(pg)?
+            {
+                return Ok(Ok(op_from_row(&row)?));
+            }
+            let current = client
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    op_columns!(),
+                    " FROM operations WHERE tenant_id = $1 AND key = $2"
+                ))
+                .await
+                .map_err(pg)?;
+            Ok(
+                match client
+                    .query_opt(&current, &[&tenant.as_str(), &key])
+                    .await
+                    .map_err(pg)?
+                {
+                    None => Err(Fenced::NotFound),
+                    Some(row) => Err(Fenced::Out {
+                        operation: op_from_row(&row)?,
                         given: fence,
-                    })
-                }
-                Some(_) => {
-                    let stmt = tx
-                        .prepare_cached(concat!(
-                            "UPDATE operations SET lease_expires_at = $3, updated_at = $4
-                             WHERE tenant_id = $1 AND key = $2
-                             RETURNING ",
-                            op_columns!()
-                        ))
-                        .await
-                        .map_err(pg)?;
-                    let row = tx
-                        .query_one(&stmt, &[&tenant.as_str(), &key, &until.0, &now.0])
-                        .await
-                        .map_err(pg)?;
-                    Ok(op_from_row(&row)?)
-                }
-            };
-            tx.commit().await.map_err(pg)?;
-            Ok(answer)
+                    }),
+                },
+            )
         })
     }
 
@@ -368,6 +425,52 @@ impl LedgerStore for PgStore {
             Publish::Fail { error, retryable } => (None, Some(error), retryable),
         };
         with_client!(self, |client| {
+            // The common case in one statement: the fence holds, the operation is published and
+            // its attempt closed together. Anything else takes the locked path below.
+            let (status, attempt) = match &result {
+                Some(_) => (OpStatus::Completed, AttemptOutcome::Completed),
+                None => (OpStatus::Failed, AttemptOutcome::Failed),
+            };
+            let fast = client
+                .prepare_cached(concat!(
+                    "WITH up AS (
+                         UPDATE operations SET status = $3, result = $4, error = $5,
+                             retryable = $6, lease_expires_at = NULL, updated_at = $7
+                         WHERE tenant_id = $1 AND key = $2 AND fence = $8 AND status = 'running'
+                         RETURNING ",
+                    op_columns!(),
+                    "
+                     ), attempt AS (
+                         UPDATE attempts SET ended_at = $7, outcome = $9, paid = paid OR $10,
+                             error = COALESCE($5, error)
+                         WHERE tenant_id = $1 AND key = $2 AND fence = $8
+                           AND EXISTS (SELECT 1 FROM up)
+                     )
+                     SELECT * FROM up"
+                ))
+                .await
+                .map_err(pg)?;
+            let published = client
+                .query_opt(
+                    &fast,
+                    &[
+                        &tenant.as_str(),
+                        &key,
+                        &status.as_str(),
+                        &result,
+                        &error,
+                        &retryable,
+                        &now.0,
+                        &to_i64(fence)?,
+                        &attempt.as_str(),
+                        &paid,
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            if let Some(row) = published {
+                return Ok(Ok(op_from_row(&row)?));
+            }
             let tx = client.transaction().await.map_err(pg)?;
             let Some(op) = lock_op(&tx, tenant, key).await? else {
                 tx.commit().await.map_err(pg)?;

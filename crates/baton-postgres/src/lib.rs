@@ -79,6 +79,8 @@ pub struct PgStore {
     pool: Pool,
     schema: String,
     shown_url: String,
+    /// Wakes flight waiters: one `LISTEN` connection outside the pool, shared by clones.
+    flights: std::sync::Arc<cache::FlightListener>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -157,9 +159,19 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String, usize
         .parse()
         .map_err(|e: tokio_postgres::Error| invalid(e.to_string()))?;
     // Keep the caller's own `options=` (a statement timeout, say) beside baton's search_path.
+    // A session left idle inside a transaction (its process paused, or stuck) would hold its
+    // row locks, and every worker of the same run or operation would wait behind it: the
+    // server ends such a session after 10 s, unless the caller's own options say otherwise.
+    // baton's transactions send their statements back to back, so none of them idles that long.
+    let idle = "-c idle_in_transaction_session_timeout=10s";
     let options = match config.get_options() {
-        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} -c search_path={schema}"),
-        _ => format!("-c search_path={schema}"),
+        Some(theirs) if theirs.contains("idle_in_transaction_session_timeout") => {
+            format!("{theirs} -c search_path={schema}")
+        }
+        Some(theirs) if !theirs.trim().is_empty() => {
+            format!("{theirs} {idle} -c search_path={schema}")
+        }
+        _ => format!("{idle} -c search_path={schema}"),
     };
     config.options(options);
     if config.get_connect_timeout().is_none() {
@@ -222,6 +234,7 @@ impl PgStore {
     /// Builds the pool without touching the server (connections open on first use).
     pub fn connect_without_migrating(url: &str) -> Result<Self, Error> {
         let (config, schema, shown_url, pool_size) = parse_url(url)?;
+        let flights = cache::FlightListener::new(config.clone(), &schema, &shown_url);
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -243,6 +256,7 @@ impl PgStore {
             pool,
             schema,
             shown_url,
+            flights: std::sync::Arc::new(flights),
         })
     }
 

@@ -13,5 +13,6 @@
 
 mod conformance;
 mod faults;
+mod notify;
 mod schema;
 mod support;

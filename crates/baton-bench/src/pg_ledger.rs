@@ -1,0 +1,183 @@
+//! Section 11: the idempotency ledger on PostgreSQL (issue 3): `begin` + `complete` pairs per
+//! second with 8 and 32 workers, against `pgbench`'s built-in `simple-update` transactions per
+//! second at the same client count, on the same server, in the same run. Target: ≥ 0.5.
+//!
+//! Both sides run for the same time on their own schema (`pgbench -i` builds its tables under
+//! a `search_path` the bench sets). A pair is two transactions, each committed (and so flushed,
+//! with `synchronous_commit=on`); a `simple-update` transaction is one (an update, a select and
+//! an insert). A missing `pgbench` or server skips the section with one line.
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use baton_core::key::RequestKey;
+use baton_core::{TenantId, Timestamp};
+use baton_postgres::PgStore;
+use baton_store::{Begin, LedgerStore, Publish};
+use serde_json::json;
+
+use crate::postgres::server_url;
+use crate::{Report, Target, Unit};
+
+/// The section: prints its lines and adds its figures.
+pub(crate) fn section(
+    quick: bool,
+    report: &mut Report,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let secs = if quick { 1 } else { 5 };
+    writeln!(
+        out,
+        "\n[11] postgres ledger: begin + complete pairs vs pgbench simple-update TPS, 8 and 32 clients, {secs} s each"
+    )?;
+    out.flush()?;
+    if Command::new("pgbench").arg("--version").output().is_err() {
+        writeln!(out, "    skipped: pgbench is not installed")?;
+        return Ok(());
+    }
+    let url = server_url();
+    let base = url.split('?').next().unwrap_or(&url).to_owned();
+    let schema = format!("baton_bench_pgbench_{}", uuid::Uuid::now_v7().simple());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let measured = (|| -> anyhow::Result<()> {
+        psql(&base, &format!("CREATE SCHEMA \"{schema}\""))?;
+        pgbench(&base, &schema, &["-i", "-s", "1", "-q"])?;
+        for clients in [8usize, 32] {
+            let tps = pgbench_tps(&base, &schema, clients, secs)?;
+            let ledger_url = format!("{base}?schema={schema}_ledger{clients}&pool_size={clients}");
+            let pairs = rt.block_on(async {
+                let store = Arc::new(PgStore::connect(&ledger_url).await?);
+                pairs_per_second(store, clients, Duration::from_secs(secs)).await
+            })?;
+            let ratio = pairs / tps;
+            writeln!(
+                out,
+                "    {clients:>2} clients: pgbench simple-update {tps:.0} tps; baton {pairs:.0} pairs/s, {ratio:.2}x"
+            )?;
+            let (key, label) = match clients {
+                8 => ("pg_ledger_ratio_8", "pg ledger pairs vs pgbench, 8 clients"),
+                _ => (
+                    "pg_ledger_ratio_32",
+                    "pg ledger pairs vs pgbench, 32 clients",
+                ),
+            };
+            report.figure(key, label, ratio, Unit::Ratio, Some(Target::AtLeast(0.5)));
+        }
+        Ok(())
+    })();
+    let dropped = psql(
+        &base,
+        &format!(
+            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE; DROP SCHEMA IF EXISTS \"{schema}_ledger8\" CASCADE; DROP SCHEMA IF EXISTS \"{schema}_ledger32\" CASCADE;"
+        ),
+    );
+    measured?;
+    dropped?;
+    out.flush()?;
+    Ok(())
+}
+
+async fn pairs_per_second(
+    store: Arc<PgStore>,
+    workers: usize,
+    time: Duration,
+) -> anyhow::Result<f64> {
+    let tenant = TenantId::default_tenant();
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (store, tenant, done) = (store.clone(), tenant.clone(), done.clone());
+        tasks.spawn(async move {
+            let owner = format!("w{w}");
+            let mut i = 0u64;
+            while started.elapsed() < time {
+                let key = format!("op-{w}-{i}");
+                i += 1;
+                let begun = store
+                    .begin(
+                        &tenant,
+                        &key,
+                        &RequestKey([7; 32]),
+                        &owner,
+                        Duration::from_secs(30),
+                        Duration::from_secs(3600),
+                        Timestamp::now(),
+                    )
+                    .await?;
+                let Begin::Acquired { operation, .. } = begun else {
+                    bail!("{key} was not acquired");
+                };
+                store
+                    .publish(
+                        &tenant,
+                        &key,
+                        operation.fence,
+                        Publish::Complete(&json!({ "ok": i })),
+                        false,
+                        Timestamp::now(),
+                    )
+                    .await?
+                    .map_err(|e| anyhow::anyhow!("{key}: {e:?}"))?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+fn psql(url: &str, sql: &str) -> anyhow::Result<()> {
+    let out = Command::new("psql")
+        .args(["-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        .output()
+        .context("running psql")?;
+    if !out.status.success() {
+        bail!("psql: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn pgbench(url: &str, schema: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("pgbench")
+        .args(args)
+        .arg(url)
+        .env("PGOPTIONS", format!("-c search_path={schema}"))
+        .output()
+        .context("running pgbench")?;
+    if !out.status.success() {
+        bail!(
+            "pgbench {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn pgbench_tps(url: &str, schema: &str, clients: usize, secs: u64) -> anyhow::Result<f64> {
+    let c = clients.to_string();
+    let t = secs.to_string();
+    let text = pgbench(
+        url,
+        schema,
+        &["-n", "-b", "simple-update", "-c", &c, "-j", "2", "-T", &t],
+    )?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("tps = ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse::<f64>().ok())
+        })
+        .with_context(|| format!("no tps line in pgbench's output:\n{text}"))
+}
