@@ -563,7 +563,8 @@ struct FlightGuard {
 
 impl FlightGuard {
     async fn release(&mut self) {
-        self.released = true;
+        // Marked released only once the store said so: a caller cancelled during the release
+        // leaves it to `Drop`.
         if let Err(e) = self
             .store
             .release_flight(&self.tenant, &self.key, self.token)
@@ -571,6 +572,7 @@ impl FlightGuard {
         {
             tracing::warn!(key = %self.key, error = %e, "could not release a flight; its lease will expire");
         }
+        self.released = true;
     }
 }
 

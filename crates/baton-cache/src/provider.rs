@@ -21,11 +21,18 @@ pub struct CachedProvider {
 impl CachedProvider {
     /// `inner`'s calls through `cache`, under `policy`.
     pub fn new(inner: Arc<dyn Provider>, cache: Arc<Cache>, policy: CallPolicy) -> Self {
+        // The server is part of what answers: two endpoints serving one model name (two
+        // OpenAI-compatible servers, say) never share a cached answer.
+        let mut versions = BTreeMap::new();
+        let endpoint = inner.endpoint().trim_end_matches('/').to_owned();
+        if !endpoint.is_empty() {
+            versions.insert("endpoint".to_owned(), endpoint);
+        }
         CachedProvider {
             inner,
             cache,
             policy,
-            versions: BTreeMap::new(),
+            versions,
         }
     }
 

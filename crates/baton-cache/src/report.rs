@@ -133,8 +133,15 @@ pub struct ToolCall {
     pub canonical_input: String,
 }
 
-/// The report over tool calls (in run order within each run), optionally for one tool.
-pub fn tools(tool_calls: &[ToolCall], tool: Option<&str>) -> Vec<Row> {
+/// The report over tool calls (in run order within each run), optionally for one tool, with
+/// rows for the calls in `since..until`. A call repeats an earlier call of its run whatever
+/// day that one was, so the range only chooses which calls are counted.
+pub fn tools(
+    tool_calls: &[ToolCall],
+    tool: Option<&str>,
+    since: Timestamp,
+    until: Timestamp,
+) -> Vec<Row> {
     let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
     let mut ids: HashSet<(&str, &str)> = HashSet::new();
     let mut seen: HashSet<(&str, &str, &str)> = HashSet::new();
@@ -142,9 +149,13 @@ pub fn tools(tool_calls: &[ToolCall], tool: Option<&str>) -> Vec<Row> {
         if tool.is_some_and(|t| c.tool != t) || !ids.insert((&c.run, &c.id)) {
             continue;
         }
+        let repeat = !seen.insert((&c.run, &c.tool, &c.canonical_input));
+        if c.at < since || c.at >= until {
+            continue;
+        }
         let tally = tallies.entry((day(c.at), c.tool.clone())).or_default();
         tally.calls += 1;
-        if !seen.insert((&c.run, &c.tool, &c.canonical_input)) {
+        if repeat {
             tally.repeats += 1;
         }
     }

@@ -19,11 +19,7 @@ pub async fn run(env: &Env, args: DuplicatesArgs, out: &mut dyn Write) -> anyhow
     let (since, until) = range(&args)?;
     let rows = if args.tools {
         let calls = tool_calls(env).await?;
-        let calls: Vec<ToolCall> = calls
-            .into_iter()
-            .filter(|c| c.at >= since && c.at < until)
-            .collect();
-        report::tools(&calls, args.operation.as_deref())
+        report::tools(&calls, args.operation.as_deref(), since, until)
     } else {
         let records = env.store.calls(&env.tenant, since, until).await?;
         report::calls(&records, args.operation.as_deref())

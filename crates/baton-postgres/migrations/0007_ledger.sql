@@ -52,3 +52,12 @@ CREATE TABLE attempts (
     UNIQUE (tenant_id, key, fence),
     FOREIGN KEY (tenant_id, key) REFERENCES operations (tenant_id, key) ON DELETE CASCADE
 );
+
+-- The highest fence of each pruned operation: the key's next operation starts above it, so a
+-- worker of a pruned operation can never match a later fence.
+CREATE TABLE fence_marks (
+    tenant_id TEXT NOT NULL,
+    key       TEXT COLLATE "C" NOT NULL,
+    fence     BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+);

@@ -189,7 +189,9 @@ impl CacheStore for PgStore {
                     "UPDATE flights SET owner = $3, token = token + 1, lease_expires_at = $4,
                             started_at = $5
                      WHERE tenant_id = $1 AND key = $2 AND lease_expires_at <= $5
-                     RETURNING token",
+                     RETURNING token,
+                         (SELECT g.lease_expires_at FROM flights g
+                          WHERE g.tenant_id = $1 AND g.key = $2) <> 0",
                 )
                 .await
                 .map_err(pg)?;
@@ -211,9 +213,11 @@ impl CacheStore for PgStore {
                     });
                 }
                 if let Some(row) = client.query_opt(&take_over, &params).await.map_err(pg)? {
+                    // The subquery reads the row as the statement found it: a lease of 0 is a
+                    // released flight, not an expired one.
                     return Ok(Flight::Leader {
                         token: to_u64(row.get(0), "a flight's token")?,
-                        took_over: true,
+                        took_over: row.get::<_, Option<bool>>(1).unwrap_or(true),
                     });
                 }
                 if let Some(row) = client
@@ -249,7 +253,7 @@ impl CacheStore for PgStore {
             let stmt = client
                 .prepare_cached(
                     "UPDATE flights SET lease_expires_at = $4
-                     WHERE tenant_id = $1 AND key = $2 AND token = $3",
+                     WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0",
                 )
                 .await
                 .map_err(pg)?;
@@ -280,7 +284,8 @@ impl CacheStore for PgStore {
             let stmt = client
                 .prepare_cached(
                     "WITH released AS (
-                         DELETE FROM flights WHERE tenant_id = $1 AND key = $2 AND token = $3
+                         UPDATE flights SET lease_expires_at = 0
+                         WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0
                          RETURNING 1)
                      SELECT pg_notify($4, $5) FROM released",
                 )

@@ -170,7 +170,8 @@ async fn close_attempt(
         .prepare_cached(
             "UPDATE attempts SET ended_at = $4, outcome = $5, paid = paid OR $6,
                     result = COALESCE($7, result), error = COALESCE($8, error)
-             WHERE tenant_id = $1 AND key = $2 AND fence = $3",
+             WHERE tenant_id = $1 AND key = $2 AND fence = $3
+               AND (ended_at IS NULL OR outcome = 'lease_lost')",
         )
         .await
         .map_err(pg)?;
@@ -217,14 +218,16 @@ impl LedgerStore for PgStore {
                     "WITH op AS (
                          INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
                              lease_owner, lease_expires_at, created_at, updated_at, expires_at)
-                         VALUES ($1, $2, $3, $4, 'running', 1, $5, $6, $7, $7, $8)
+                         VALUES ($1, $2, $3, $4, 'running',
+                             1 + COALESCE((SELECT m.fence FROM fence_marks m WHERE m.tenant_id = $1 AND m.key = $2), 0),
+                             $5, $6, $7, $7, $8)
                          ON CONFLICT (tenant_id, key) DO NOTHING
                          RETURNING ",
                     op_columns!(),
                     "
                      ), attempt AS (
                          INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
-                         SELECT $1, $2, $5, 1, $7 FROM op
+                         SELECT $1, $2, $5, op.fence, $7 FROM op
                      )
                      SELECT * FROM op"
                 ))
@@ -257,7 +260,9 @@ impl LedgerStore for PgStore {
                 .prepare_cached(concat!(
                     "INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
                          lease_owner, lease_expires_at, created_at, updated_at, expires_at)
-                     VALUES ($1, $2, $3, $4, 'running', 1, $5, $6, $7, $7, $8)
+                     VALUES ($1, $2, $3, $4, 'running',
+                         1 + COALESCE((SELECT m.fence FROM fence_marks m WHERE m.tenant_id = $1 AND m.key = $2), 0),
+                         $5, $6, $7, $7, $8)
                      ON CONFLICT (tenant_id, key) DO NOTHING
                      RETURNING ",
                     op_columns!()
@@ -283,7 +288,7 @@ impl LedgerStore for PgStore {
                     .map_err(pg)?;
                 if let Some(row) = inserted {
                     let operation = op_from_row(&row)?;
-                    insert_attempt(&tx, tenant, key, owner, 1, now).await?;
+                    insert_attempt(&tx, tenant, key, owner, operation.fence, now).await?;
                     tx.commit().await.map_err(pg)?;
                     return Ok(Begin::Acquired {
                         operation,
@@ -370,7 +375,8 @@ impl LedgerStore for PgStore {
             // worker paused mid-heartbeat holds no lock.
             let stmt = client
                 .prepare_cached(concat!(
-                    "UPDATE operations SET lease_expires_at = $3, updated_at = $4
+                    "UPDATE operations SET lease_expires_at = $3, updated_at = $4,
+                         expires_at = GREATEST(expires_at, $3)
                      WHERE tenant_id = $1 AND key = $2 AND fence = $5 AND status = 'running'
                      RETURNING ",
                     op_columns!()
@@ -476,6 +482,17 @@ impl LedgerStore for PgStore {
                 tx.commit().await.map_err(pg)?;
                 return Ok(Err(Fenced::NotFound));
             };
+            // The same outcome again from the fence that published it (a retry after a lost
+            // reply): the record as it stands, nothing written.
+            let same = op.fence == fence
+                && op.status == status
+                && op.result == result.as_deref().and_then(|r| serde_json::from_str(r).ok())
+                && op.error.as_deref() == error
+                && op.retryable == retryable;
+            if same {
+                tx.commit().await.map_err(pg)?;
+                return Ok(Ok(op));
+            }
             if op.status != OpStatus::Running || op.fence != fence {
                 // Kept for audit: what the fenced-out worker tried to publish.
                 let close = Close {
@@ -605,15 +622,32 @@ impl LedgerStore for PgStore {
 
     async fn prune_operations(&self, tenant: &TenantId, now: Timestamp) -> Result<u64, Error> {
         with_client!(self, |client| {
-            // One statement, so one transaction; the attempts go by `ON DELETE CASCADE`.
+            // One statement, so one transaction; the attempts go by `ON DELETE CASCADE`. An
+            // operation still held by a live lease stays; the fence of each removed one is
+            // remembered, so the key's next operation starts above it.
             let stmt = client
-                .prepare_cached("DELETE FROM operations WHERE tenant_id = $1 AND expires_at <= $2")
+                .prepare_cached(
+                    "WITH gone AS (
+                         DELETE FROM operations
+                         WHERE tenant_id = $1 AND expires_at <= $2
+                           AND NOT (status = 'running' AND lease_expires_at > $2)
+                         RETURNING tenant_id, key, fence
+                     ), marked AS (
+                         INSERT INTO fence_marks (tenant_id, key, fence)
+                         SELECT tenant_id, key, fence FROM gone
+                         ON CONFLICT (tenant_id, key)
+                         DO UPDATE SET fence = GREATEST(fence_marks.fence, excluded.fence)
+                     )
+                     SELECT count(*) FROM gone",
+                )
                 .await
                 .map_err(pg)?;
-            client
-                .execute(&stmt, &[&tenant.as_str(), &now.0])
+            let removed: i64 = client
+                .query_one(&stmt, &[&tenant.as_str(), &now.0])
                 .await
-                .map_err(pg)
+                .map_err(pg)?
+                .get(0);
+            to_u64(removed, "a pruned count")
         })
     }
 }

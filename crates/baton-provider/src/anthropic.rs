@@ -168,6 +168,10 @@ impl Provider for Client {
         "anthropic.messages"
     }
 
+    fn endpoint(&self) -> &str {
+        &self.config.base_url
+    }
+
     fn request_body(&self, request: &Request) -> serde_json::Value {
         let body = crate::wire_body(request, &self.config.model, self.config.max_tokens);
         Format::Anthropic.render_request(&body, MaxTokensField::MaxTokens)

@@ -229,6 +229,12 @@ pub trait Provider: Send + Sync {
     /// `openai.chat_completions`).
     fn operation(&self) -> &str;
 
+    /// Where calls go (the base URL), so two servers serving one model name never share a
+    /// cached answer; empty when it says nothing about the answer.
+    fn endpoint(&self) -> &str {
+        ""
+    }
+
     /// The body [`send`](Provider::send) posts for `request`, as JSON: every field the
     /// provider receives, which is what a request key is derived from.
     fn request_body(&self, request: &Request) -> serde_json::Value;

@@ -171,6 +171,10 @@ impl Provider for Client {
         "openai.chat_completions"
     }
 
+    fn endpoint(&self) -> &str {
+        &self.config.base_url
+    }
+
     fn request_body(&self, request: &Request) -> serde_json::Value {
         let body = crate::wire_body(request, &self.config.model, self.config.max_tokens);
         let field = match self.config.is_openai() {

@@ -466,7 +466,8 @@ impl Agent<'_> {
                 OpStatus::Running | OpStatus::Pending => interrupted(),
             });
         }
-        // Calls started before the ledger kept them (schema v5's intent records).
+        // Started, and its ledger record gone (pruned) or never written (a crash between the
+        // two records): it may have run.
         if started.iter().any(|s| s == id) {
             return Ok(interrupted());
         }
@@ -485,6 +486,11 @@ impl Agent<'_> {
         .map_err(|e| baton_store::Error::Corrupt {
             what: format!("keying tool call {id}: {e}"),
         })?;
+        // The permanent intent record first: the ledger's record is pruned after its
+        // retention, this one never, so a call is never run twice however late it resumes.
+        if !self.store.start_tool(self.tenant, self.run, id).await? {
+            return Ok(interrupted());
+        }
         let owner = format!("agent-{}", std::process::id());
         let begun = self
             .store

@@ -44,3 +44,12 @@ CREATE TABLE attempts (
     PRIMARY KEY (tenant_id, key, fence),
     FOREIGN KEY (tenant_id, key) REFERENCES operations (tenant_id, key) ON DELETE CASCADE
 ) STRICT, WITHOUT ROWID;
+
+-- The highest fence of each pruned operation: the key's next operation starts above it, so a
+-- worker of a pruned operation can never match a later fence.
+CREATE TABLE fence_marks (
+    tenant_id TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    fence     INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+) STRICT, WITHOUT ROWID;

@@ -4,6 +4,8 @@
 //! entry in one statement. A claim is one `BEGIN IMMEDIATE` transaction, so SQLite's write lock
 //! orders concurrent claimers in every process: the first inserts the flight, the others find
 //! it, and once its lease has expired the first to look takes it over with the next token.
+//! Releasing a flight keeps its row (with a lease of 0), so its token keeps growing: a holder
+//! that lost its lease can never match a later holder's token.
 
 use std::time::Duration;
 
@@ -48,10 +50,14 @@ impl CacheStore for SqliteStore {
                 return Ok(Lookup::Miss);
             };
             if let Err(detail) = check_body(&key, &body, &digest) {
-                conn.prepare_cached("DELETE FROM cache_entries WHERE tenant_id = ?1 AND key = ?2")
-                    .map_err(sql)?
-                    .execute(params![tenant.as_str(), &key.0[..]])
-                    .map_err(sql)?;
+                // Only the entry just read: a fresh one stored meanwhile stays.
+                conn.prepare_cached(
+                    "DELETE FROM cache_entries
+                     WHERE tenant_id = ?1 AND key = ?2 AND body_sha256 = ?3 AND created_at = ?4",
+                )
+                .map_err(sql)?
+                .execute(params![tenant.as_str(), &key.0[..], &digest, created_at])
+                .map_err(sql)?;
                 return Ok(Lookup::Corrupt { detail });
             }
             Ok(Lookup::Hit(CacheEntry {
@@ -146,7 +152,7 @@ impl CacheStore for SqliteStore {
                     owner: holder,
                     lease_expires_at: Timestamp(expires),
                 },
-                Some((_, token, _)) => {
+                Some((_, token, expires)) => {
                     let token = token.checked_add(1).ok_or_else(|| Error::Corrupt {
                         what: "a flight's token overflowed".into(),
                     })?;
@@ -167,7 +173,8 @@ impl CacheStore for SqliteStore {
                     .map_err(sql)?;
                     Flight::Leader {
                         token: to_u64(token, "a flight's token")?,
-                        took_over: true,
+                        // A lease of 0 is a released flight, not an expired one.
+                        took_over: expires != 0,
                     }
                 }
                 None => {
@@ -210,7 +217,7 @@ impl CacheStore for SqliteStore {
             let changed = conn
                 .prepare_cached(
                     "UPDATE flights SET lease_expires_at = ?4
-                     WHERE tenant_id = ?1 AND key = ?2 AND token = ?3",
+                     WHERE tenant_id = ?1 AND key = ?2 AND token = ?3 AND lease_expires_at > 0",
                 )
                 .map_err(sql)?
                 .execute(params![
@@ -235,7 +242,8 @@ impl CacheStore for SqliteStore {
         self.write(move |conn| {
             let changed = conn
                 .prepare_cached(
-                    "DELETE FROM flights WHERE tenant_id = ?1 AND key = ?2 AND token = ?3",
+                    "UPDATE flights SET lease_expires_at = 0
+                     WHERE tenant_id = ?1 AND key = ?2 AND token = ?3 AND lease_expires_at > 0",
                 )
                 .map_err(sql)?
                 .execute(params![tenant.as_str(), &key.0[..], token])

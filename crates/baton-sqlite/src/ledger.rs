@@ -138,7 +138,8 @@ fn close_attempt(
     conn.prepare_cached(
         "UPDATE attempts SET ended_at = ?4, outcome = ?5, paid = paid OR ?6,
                 result = COALESCE(?7, result), error = COALESCE(?8, error)
-         WHERE tenant_id = ?1 AND key = ?2 AND fence = ?3",
+         WHERE tenant_id = ?1 AND key = ?2 AND fence = ?3
+           AND (ended_at IS NULL OR outcome = 'lease_lost')",
     )
     .map_err(sql)?
     .execute(params![
@@ -200,31 +201,47 @@ impl LedgerStore for SqliteStore {
                 .prepare_cached(
                     "INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
                              lease_owner, lease_expires_at, created_at, updated_at, expires_at)
-                         VALUES (?1, ?2, ?3, ?4, 'running', 1, ?5, ?6, ?7, ?7, ?8)
-                         ON CONFLICT (tenant_id, key) DO NOTHING",
+                         VALUES (?1, ?2, ?3, ?4, 'running',
+                             1 + COALESCE((SELECT fence FROM fence_marks
+                                           WHERE tenant_id = ?1 AND key = ?2), 0),
+                             ?5, ?6, ?7, ?7, ?8)
+                         ON CONFLICT (tenant_id, key) DO NOTHING
+                         RETURNING fence",
                 )
                 .map_err(sql)?
-                .execute(params![
-                    tenant.as_str(),
-                    key,
-                    operation.id,
-                    &hash.0[..],
-                    owner,
-                    lease_until.0,
-                    now.0,
-                    expires.0
-                ])
+                .query_row(
+                    params![
+                        tenant.as_str(),
+                        key,
+                        operation.id,
+                        &hash.0[..],
+                        owner,
+                        lease_until.0,
+                        now.0,
+                        expires.0
+                    ],
+                    |r| r.get::<_, i64>(0),
+                )
+                .optional()
                 .map_err(sql)?;
-            let existing = if inserted == 1 {
-                None
-            } else {
-                Some(read_op(&tx, &tenant, &key)?.ok_or_else(|| {
-                    corrupt(format!("operation {key} conflicted but cannot be read"))
-                })?)
+            let (existing, operation) = match inserted {
+                Some(fence) => (
+                    None,
+                    Operation {
+                        fence: to_u64(fence, "an operation's fence")?,
+                        ..operation
+                    },
+                ),
+                None => (
+                    Some(read_op(&tx, &tenant, &key)?.ok_or_else(|| {
+                        corrupt(format!("operation {key} conflicted but cannot be read"))
+                    })?),
+                    operation,
+                ),
             };
             let begun = match existing {
                 None => {
-                    insert_attempt(&tx, &tenant, &key, &owner, 1, now)?;
+                    insert_attempt(&tx, &tenant, &key, &owner, operation.fence, now)?;
                     Begin::Acquired {
                         operation,
                         takeover: false,
@@ -310,7 +327,8 @@ impl LedgerStore for SqliteStore {
                 }));
             }
             tx.prepare_cached(
-                "UPDATE operations SET lease_expires_at = ?3, updated_at = ?4
+                "UPDATE operations SET lease_expires_at = ?3, updated_at = ?4,
+                     expires_at = MAX(expires_at, ?3)
                  WHERE tenant_id = ?1 AND key = ?2",
             )
             .map_err(sql)?
@@ -320,6 +338,7 @@ impl LedgerStore for SqliteStore {
             Ok(Ok(Operation {
                 lease_expires_at: Some(until),
                 updated_at: now,
+                expires_at: op.expires_at.max(until),
                 ..op
             }))
         })
@@ -393,6 +412,16 @@ impl LedgerStore for SqliteStore {
             let Some(op) = read_op(&tx, &tenant, &key)? else {
                 return Ok(Err(Fenced::NotFound));
             };
+            // The same outcome again from the fence that published it (a retry after a lost
+            // reply): the record as it stands, nothing written.
+            if op.fence == fence
+                && op.status == status
+                && op.result == result
+                && op.error == error
+                && op.retryable == retryable
+            {
+                return Ok(Ok(op));
+            }
             // Kept for audit: what the fenced-out worker tried to publish.
             close_attempt(
                 &tx,
@@ -490,15 +519,28 @@ impl LedgerStore for SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sql)?;
-            tx.prepare_cached(
+            // An operation past its retention but still held by a live lease stays. The fence
+            // of each removed one is remembered, so the key's next operation starts above it
+            // and no worker of the removed one can ever match a later fence.
+            const PRUNABLE: &str = "tenant_id = ?1 AND expires_at <= ?2
+                 AND NOT (status = 'running' AND lease_expires_at > ?2)";
+            tx.prepare_cached(&format!(
+                "INSERT INTO fence_marks (tenant_id, key, fence)
+                 SELECT tenant_id, key, fence FROM operations WHERE {PRUNABLE}
+                 ON CONFLICT (tenant_id, key) DO UPDATE SET fence = MAX(fence, excluded.fence)"
+            ))
+            .map_err(sql)?
+            .execute(params![tenant.as_str(), now.0])
+            .map_err(sql)?;
+            tx.prepare_cached(&format!(
                 "DELETE FROM attempts WHERE (tenant_id, key) IN
-                     (SELECT tenant_id, key FROM operations WHERE tenant_id = ?1 AND expires_at <= ?2)",
-            )
+                     (SELECT tenant_id, key FROM operations WHERE {PRUNABLE})"
+            ))
             .map_err(sql)?
             .execute(params![tenant.as_str(), now.0])
             .map_err(sql)?;
             let removed = tx
-                .prepare_cached("DELETE FROM operations WHERE tenant_id = ?1 AND expires_at <= ?2")
+                .prepare_cached(&format!("DELETE FROM operations WHERE {PRUNABLE}"))
                 .map_err(sql)?
                 .execute(params![tenant.as_str(), now.0])
                 .map_err(sql)?;

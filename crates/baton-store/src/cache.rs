@@ -168,6 +168,9 @@ pub struct CallRecord {
 ///   flight, exactly one gets [`Flight::Leader`]; a flight whose lease expired goes to exactly
 ///   one claimer, with a higher token.
 /// - `renew_flight` and `release_flight` act only for the current token.
+/// - Tokens of a key never repeat: releasing a flight keeps its row (lease 0), and the next
+///   claim takes the next token (`took_over: false`), so a holder that lost its lease can
+///   never renew or release a later holder's flight.
 #[async_trait]
 pub trait CacheStore: Send + Sync {
     /// The live entry for `key`, counting the hit.

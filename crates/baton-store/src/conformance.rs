@@ -100,11 +100,13 @@ macro_rules! conformance_tests {
             concurrent_claimers_have_one_leader,
             an_expired_lease_goes_to_one_claimer_with_a_higher_token,
             the_call_log_keeps_every_call_in_order_per_tenant,
+            a_stale_holder_never_touches_a_later_flight,
             begin_creates_once_then_answers_from_the_record,
             an_expired_lease_is_taken_over_and_the_late_worker_fenced_out,
             failures_are_retried_only_when_retryable,
             concurrent_begins_and_takeovers_have_one_winner,
-            expired_records_are_pruned_never_reused
+            expired_records_are_pruned_never_reused,
+            a_repeated_publish_by_the_publishing_fence_changes_nothing
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

@@ -103,7 +103,7 @@ fn tool_repeats_are_per_run_across_days_and_one_id_counts_once() {
         tool("r1", DEC_2 + DAY, "c", "Bash", r#"{"path":"x"}"#),
         tool("r2", DEC_2, "a", "Read", r#"{"path":"x"}"#),
     ];
-    let rows = tools(&calls, None);
+    let rows = tools(&calls, None, Timestamp(i64::MIN), Timestamp(i64::MAX));
     let seen: Vec<_> = rows
         .iter()
         .map(|r| (r.day.as_str(), r.operation.as_str(), r.calls, r.repeats))
@@ -116,5 +116,23 @@ fn tool_repeats_are_per_run_across_days_and_one_id_counts_once() {
             ("2026-12-03", "Read", 1, 1),
         ]
     );
-    assert_eq!(tools(&calls, Some("Bash")).len(), 1);
+    assert_eq!(
+        tools(
+            &calls,
+            Some("Bash"),
+            Timestamp(i64::MIN),
+            Timestamp(i64::MAX)
+        )
+        .len(),
+        1
+    );
+    // A day's rows count its calls' repeats of earlier days' calls.
+    let dec_3 = tools(
+        &calls,
+        None,
+        Timestamp(DEC_2 + DAY),
+        Timestamp(DEC_2 + 2 * DAY),
+    );
+    let read = dec_3.iter().find(|r| r.operation == "Read").unwrap();
+    assert_eq!((read.calls, read.repeats), (1, 1));
 }

@@ -241,7 +241,8 @@ async fn a_corrupt_entry_is_a_reported_miss_and_never_served() {
     let s = setup().await;
     let upstream = server(json!([
         {"reply": {"text": "original"}},
-        {"reply": {"text": "recomputed"}}
+        {"reply": {"text": "recomputed"}},
+        {"reply": {"text": "third"}}
     ]));
     let tenant = TenantId::default_tenant();
     let cache = Arc::new(Cache::new(s.store.clone(), tenant.clone()));
@@ -263,8 +264,6 @@ async fn a_corrupt_entry_is_a_reported_miss_and_never_served() {
         [digest.to_vec()],
     )
     .unwrap();
-    let fallback = server(json!([{"reply": {"text": "third"}}]));
-    let provider = CachedProvider::new(client(&fallback), cache.clone(), CallPolicy::default());
     let third = provider.send(&question("q"), &mut |_| {}).await.unwrap();
     assert_eq!(text_of(&third.message), "third");
     assert_eq!(cache.corrupt_entries(), 2);
@@ -415,7 +414,11 @@ async fn a_crashed_holders_expired_lease_lets_one_waiter_take_over() {
             operation: provider.operation(),
             body: &body,
             model: provider.model(),
-            versions: &Default::default(),
+            // What CachedProvider declares: the endpoint that answers.
+            versions: &std::collections::BTreeMap::from([(
+                "endpoint".to_owned(),
+                provider.endpoint().trim_end_matches('/').to_owned(),
+            )]),
             documents: &[],
         })
         .unwrap();
@@ -437,14 +440,14 @@ async fn a_crashed_holders_expired_lease_lets_one_waiter_take_over() {
         assert_eq!(text_of(&task.await.unwrap().message), "taken over");
     }
     assert_eq!(upstream.requests().len(), 1);
-    // The flight was released by its new holder.
+    // The flight was released by its new holder (token 2): the next claim is fresh, token 3.
     assert!(matches!(
         s.store
             .claim_flight(&tenant, &key, "next", Duration::from_secs(1))
             .await
             .unwrap(),
         Flight::Leader {
-            token: 1,
+            token: 3,
             took_over: false
         }
     ));

@@ -167,14 +167,19 @@ pub async fn concurrent_claimers_have_one_leader(h: &dyn Harness) {
     assert!(store.renew_flight(&t, &key(4), 1, HOUR).await.unwrap());
     assert!(store.release_flight(&t, &key(4), 1).await.unwrap());
     assert!(!store.release_flight(&t, &key(4), 1).await.unwrap());
+    // The next claim is a fresh flight with the next token: the released holder's token
+    // can never match it.
     let again = store.claim_flight(&t, &key(4), "late", HOUR).await.unwrap();
     assert_eq!(
         again,
         Flight::Leader {
-            token: 1,
+            token: 2,
             took_over: false
         }
     );
+    assert!(!store.renew_flight(&t, &key(4), 1, HOUR).await.unwrap());
+    assert!(!store.release_flight(&t, &key(4), 1).await.unwrap());
+    assert!(store.renew_flight(&t, &key(4), 2, HOUR).await.unwrap());
     let err = store
         .claim_flight(&t, &key(5), "w", Duration::ZERO)
         .await
@@ -274,4 +279,39 @@ pub async fn the_call_log_keeps_every_call_in_order_per_tenant(h: &dyn Harness) 
             .unwrap()
             .is_empty()
     );
+}
+
+pub async fn a_stale_holder_never_touches_a_later_flight(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = tenant("acme");
+    let short = Duration::from_millis(40);
+    // A holds token 1 and stalls past its lease; B takes over (token 2) and releases.
+    assert!(matches!(
+        store.claim_flight(&t, &key(11), "a", short).await.unwrap(),
+        Flight::Leader { token: 1, .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert!(matches!(
+        store.claim_flight(&t, &key(11), "b", HOUR).await.unwrap(),
+        Flight::Leader {
+            token: 2,
+            took_over: true
+        }
+    ));
+    assert!(store.release_flight(&t, &key(11), 2).await.unwrap());
+    // C claims: token 3. A wakes: its renew and release touch nothing.
+    assert!(matches!(
+        store.claim_flight(&t, &key(11), "c", HOUR).await.unwrap(),
+        Flight::Leader {
+            token: 3,
+            took_over: false
+        }
+    ));
+    assert!(!store.renew_flight(&t, &key(11), 1, HOUR).await.unwrap());
+    assert!(!store.release_flight(&t, &key(11), 1).await.unwrap());
+    // C still holds it: D waits.
+    assert!(matches!(
+        store.claim_flight(&t, &key(11), "d", HOUR).await.unwrap(),
+        Flight::Held { .. }
+    ));
 }

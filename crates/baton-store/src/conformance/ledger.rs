@@ -120,7 +120,7 @@ pub async fn begin_creates_once_then_answers_from_the_record(h: &dyn Harness) {
     assert_eq!(attempts.len(), 1);
     assert_eq!(
         (attempts[0].fence, attempts[0].outcome, attempts[0].paid),
-        (1, Some(AttemptOutcome::FencedOut), true)
+        (1, Some(AttemptOutcome::Completed), true)
     );
     // Tenants do not see each other's operations.
     assert!(
@@ -367,11 +367,54 @@ pub async fn expired_records_are_pruned_never_reused(h: &dyn Harness) {
     assert!(store.operation(&ten, "k").await.unwrap().is_none());
     let (op, _) = acquired(
         store
-            .begin(&ten, "k", &hash(1), "w", LEASE, keep, t(121))
+            .begin(&ten, "k", &hash(1), "w2", LEASE, keep, t(121))
             .await
             .unwrap(),
     );
-    assert_eq!(op.fence, 1);
+    assert_eq!(
+        op.fence, 2,
+        "a new operation on a pruned key starts above its fences"
+    );
+    // A worker of the pruned operation (fence 1) can neither renew nor publish into it.
+    fenced_out(store.heartbeat(&ten, "k", 1, LEASE, t(122)).await.unwrap());
+    fenced_out(
+        store
+            .publish(
+                &ten,
+                "k",
+                1,
+                Publish::Complete(&json!("stale")),
+                false,
+                t(122),
+            )
+            .await
+            .unwrap(),
+    );
+    // An operation past its retention but held by a live lease is not pruned, and a
+    // heartbeat keeps its retention at least as long as its lease.
+    acquired(
+        store
+            .begin(
+                &ten,
+                "live",
+                &hash(1),
+                "w",
+                LEASE,
+                Duration::from_secs(5),
+                t(200),
+            )
+            .await
+            .unwrap(),
+    );
+    let beat = store
+        .heartbeat(&ten, "live", 1, Duration::from_secs(60), t(204))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(beat.expires_at >= t(264), "{beat:?}");
+    // At t(210) "k" (past its retention, its lease gone) goes; "live" stays.
+    assert_eq!(store.prune_operations(&ten, t(210)).await.unwrap(), 1);
+    assert!(store.operation(&ten, "live").await.unwrap().is_some());
     // Bad inputs write nothing.
     for (key, lease) in [("", LEASE), ("x\ny", LEASE), ("ok", Duration::ZERO)] {
         let err = store
@@ -381,4 +424,57 @@ pub async fn expired_records_are_pruned_never_reused(h: &dyn Harness) {
         assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
     }
     assert_eq!(store.operations(&ten, None).await.unwrap().len(), 1);
+}
+
+pub async fn a_repeated_publish_by_the_publishing_fence_changes_nothing(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    acquired(
+        store
+            .begin(&ten, "r", &hash(1), "w", LEASE, KEEP, t(0))
+            .await
+            .unwrap(),
+    );
+    let result = json!({"sent": true});
+    let first = store
+        .publish(&ten, "r", 1, Publish::Complete(&result), true, t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    // The reply was lost; the worker publishes the same outcome again: the record as it stands.
+    let again = store
+        .publish(&ten, "r", 1, Publish::Complete(&result), true, t(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, first);
+    // Another outcome from the same fence is refused, and the publishing attempt keeps its
+    // record: who published, and that it was completed.
+    fenced_out(
+        store
+            .publish(
+                &ten,
+                "r",
+                1,
+                Publish::Fail {
+                    error: "late",
+                    retryable: false,
+                },
+                false,
+                t(3),
+            )
+            .await
+            .unwrap(),
+    );
+    let (op, attempts) = store.operation(&ten, "r").await.unwrap().unwrap();
+    assert_eq!(op.result, Some(result));
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (
+            attempts[0].outcome,
+            attempts[0].owner.as_str(),
+            attempts[0].error.clone()
+        ),
+        (Some(AttemptOutcome::Completed), "w", None)
+    );
 }
