@@ -233,22 +233,19 @@ impl LedgerStore for PgStore {
                 ))
                 .await
                 .map_err(pg)?;
-            let inserted = client
-                .query_opt(
-                    &fast,
-                    &[
-                        &tenant.as_str(),
-                        &key,
-                        &new_operation_id(),
-                        &&request_hash.0[..],
-                        &owner,
-                        &lease_until.0,
-                        &now.0,
-                        &expires.0,
-                    ],
-                )
-                .await
-                .map_err(pg)?;
+            let id = new_operation_id();
+            let hash = &request_hash.0[..];
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+                &tenant.as_str(),
+                &key,
+                &id,
+                &hash,
+                &owner,
+                &lease_until.0,
+                &now.0,
+                &expires.0,
+            ];
+            let inserted = client.query_opt(&fast, &params).await.map_err(pg)?;
             if let Some(row) = inserted {
                 return Ok(Begin::Acquired {
                     operation: op_from_row(&row)?,
@@ -270,22 +267,8 @@ impl LedgerStore for PgStore {
                 .await
                 .map_err(pg)?;
             for _ in 0..BEGIN_ATTEMPTS {
-                let inserted = tx
-                    .query_opt(
-                        &insert,
-                        &[
-                            &tenant.as_str(),
-                            &key,
-                            &new_operation_id(),
-                            &&request_hash.0[..],
-                            &owner,
-                            &lease_until.0,
-                            &now.0,
-                            &expires.0,
-                        ],
-                    )
-                    .await
-                    .map_err(pg)?;
+                // The same operation id on every round: only one insert of it can succeed.
+                let inserted = tx.query_opt(&insert, &params).await.map_err(pg)?;
                 if let Some(row) = inserted {
                     let operation = op_from_row(&row)?;
                     insert_attempt(&tx, tenant, key, owner, operation.fence, now).await?;
