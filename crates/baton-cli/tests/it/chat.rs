@@ -28,6 +28,31 @@ fn workdir(sb: &Sandbox) -> PathBuf {
     dir
 }
 
+/// `baton chat` on run `run` against the scripted provider answering from `script`, with the
+/// tools in `work` and no compaction, then `extra`.
+fn scripted_chat<'a>(
+    run: &'a str,
+    script: &'a Path,
+    work: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "chat",
+        "--run",
+        run,
+        "--provider",
+        "scripted",
+        "--script",
+        script.to_str().unwrap(),
+        "--workdir",
+        work.to_str().unwrap(),
+        "--strategy",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn history(sb: &Sandbox, run: &str) -> Vec<Value> {
     let out = sb.run(&["history", run, "--json"]);
     if out.code != 0 {
@@ -142,21 +167,12 @@ fn a_killed_session_resumes_with_every_step_once() {
             ]),
         );
         let mut child = sb
-            .command(&[
-                "chat",
-                "--run",
+            .command(&scripted_chat(
                 "k",
-                "--provider",
-                "scripted",
-                "--script",
-                first.to_str().unwrap(),
-                "--workdir",
-                work.to_str().unwrap(),
-                "--strategy",
-                "none",
-                "-m",
-                "Summarize the README.",
-            ])
+                &first,
+                &work,
+                &["-m", "Summarize the README."],
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -179,21 +195,7 @@ fn a_killed_session_resumes_with_every_step_once() {
             "rest.json",
             json!([{"expect": {"contains": "Noting it."}, "reply": {"text": "The README says calc adds numbers."}}]),
         );
-        let out = sb
-            .run(&[
-                "chat",
-                "--run",
-                "k",
-                "--provider",
-                "scripted",
-                "--script",
-                rest.to_str().unwrap(),
-                "--workdir",
-                work.to_str().unwrap(),
-                "--strategy",
-                "none",
-            ])
-            .ok();
+        let out = sb.run(&scripted_chat("k", &rest, &work, &[])).ok();
         assert!(
             out.stdout.contains("[resuming run k at seq 5]"),
             "{}",
@@ -449,21 +451,12 @@ fn killed_during_tools(sb: &Sandbox, run: &str) -> PathBuf {
         ]),
     );
     let mut child = sb
-        .command(&[
-            "chat",
-            "--run",
+        .command(&scripted_chat(
             run,
-            "--provider",
-            "scripted",
-            "--script",
-            first.to_str().unwrap(),
-            "--workdir",
-            work.to_str().unwrap(),
-            "--strategy",
-            "none",
-            "-m",
-            "Write a note, run the command, read the code.",
-        ])
+            &first,
+            &work,
+            &["-m", "Write a note, run the command, read the code."],
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -509,21 +502,7 @@ fn a_kill_during_a_parallel_batch_keeps_every_finished_result() {
             "rest.json",
             json!([{"expect": {"contains": "interrupted"}, "reply": {"text": "The note is written; the command was cut short."}}]),
         );
-        let out = sb
-            .run(&[
-                "chat",
-                "--run",
-                "p",
-                "--provider",
-                "scripted",
-                "--script",
-                rest.to_str().unwrap(),
-                "--workdir",
-                work.to_str().unwrap(),
-                "--strategy",
-                "none",
-            ])
-            .ok();
+        let out = sb.run(&scripted_chat("p", &rest, &work, &[])).ok();
         assert!(
             out.stdout.contains("[resuming run p at seq 3]"),
             "{}",
@@ -562,20 +541,7 @@ fn read_only_after_a_kill_during_tools_answers_the_calls_first() {
         json!([{"expect": {"contains": "read-only"}, "reply": {"text": "Read-only from here."}}]),
     );
     let out = sb
-        .run(&[
-            "chat",
-            "--run",
-            "ro",
-            "--provider",
-            "scripted",
-            "--script",
-            rest.to_str().unwrap(),
-            "--workdir",
-            work.to_str().unwrap(),
-            "--strategy",
-            "none",
-            "--read-only",
-        ])
+        .run(&scripted_chat("ro", &rest, &work, &["--read-only"]))
         .ok();
     assert!(
         out.stdout.contains("Read-only from here."),
