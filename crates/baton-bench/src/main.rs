@@ -145,6 +145,8 @@ fn main() -> ExitCode {
 struct Args {
     quick: bool,
     json: bool,
+    /// Hidden: `--only pg_ledger` runs section 11 alone (to measure it without the others).
+    only_pg_ledger: bool,
 }
 
 /// `Ok(None)` asks for the help text.
@@ -152,10 +154,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
     let mut parsed = Args {
         quick: false,
         json: false,
+        only_pg_ledger: false,
     };
-    for arg in args {
+    let mut args = args;
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => parsed.quick = true,
+            "--only" if args.next().as_deref() == Some("pg_ledger") => parsed.only_pg_ledger = true,
             "--json" => parsed.json = true,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}")),
@@ -384,6 +389,10 @@ fn run(args: &Args) -> anyhow::Result<()> {
     out.flush()?;
 
     let mut report = Report::default();
+    if args.only_pg_ledger {
+        pg_ledger::section(args.quick, &mut report, &mut out)?;
+        return print_table(&report, &mut out);
+    }
     batch_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     single_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
     context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
@@ -1480,7 +1489,8 @@ mod tests {
             parse(&["--quick", "--json"]),
             Ok(Some(Args {
                 quick: true,
-                json: true
+                json: true,
+                ..
             }))
         ));
         assert!(matches!(parse(&["--help"]), Ok(None)));

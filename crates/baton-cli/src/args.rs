@@ -95,6 +95,86 @@ pub enum Command {
     /// A scripted agent session, offline, left in the store to inspect (`--race`: seed 000's
     /// scenario of two summaries racing on one base while a message arrives).
     Demo(DemoArgs),
+    /// Serve the HTTP API and the OpenAI/Anthropic-compatible gateway on the store `--db`
+    /// names, until SIGTERM or Ctrl-C (requests in flight finish first).
+    Serve(ServeArgs),
+    /// The API keys of the HTTP service: create (printed once), list, revoke.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed on the first line).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8700")]
+    pub addr: String,
+    /// Log lines as JSON objects (one per line) instead of text.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    /// The largest request body accepted, in bytes (larger ones get 413).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub body_limit: usize,
+    /// How long an API request may take before it is answered 503.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub request_timeout: std::time::Duration,
+    /// How long the gateway waits for an upstream's response head and between its chunks.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "300s")]
+    pub upstream_timeout: std::time::Duration,
+    /// The OpenAI-compatible upstream of `POST /v1/chat/completions` (a base URL with `/v1`).
+    #[arg(long, value_name = "URL", env = "BATON_UPSTREAM_OPENAI")]
+    pub upstream_openai: Option<String>,
+    /// The Anthropic upstream of `POST /v1/messages` (a base URL without `/v1`).
+    #[arg(long, value_name = "URL", env = "BATON_UPSTREAM_ANTHROPIC")]
+    pub upstream_anthropic: Option<String>,
+    /// The tenant of gateway requests without an `x-baton-key` header (unset: such requests
+    /// get 401). Their cached answers are shared only by callers with the same provider key.
+    #[arg(long, value_name = "TENANT")]
+    pub gateway_tenant: Option<String>,
+    /// How long the gateway serves a cached answer.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "24h")]
+    pub cache_ttl: std::time::Duration,
+}
+
+/// `baton keys …`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key for `--tenant`; the key is printed once, alone on the last line.
+    Create(KeysCreateArgs),
+    /// List keys (id, tenant, label, created, revoked): of `--tenant`, or of all with `--all`.
+    List(KeysListArgs),
+    /// Revoke a key by id, or every key of `--tenant` with `--all-of-tenant`.
+    Revoke(KeysRevokeArgs),
+}
+
+/// Arguments of `keys create`.
+#[derive(Debug, Args)]
+pub struct KeysCreateArgs {
+    /// What the key is for (shown in listings).
+    #[arg(long)]
+    pub label: Option<String>,
+}
+
+/// Arguments of `keys list`.
+#[derive(Debug, Args)]
+pub struct KeysListArgs {
+    /// Every tenant's keys.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Arguments of `keys revoke`.
+#[derive(Debug, Args)]
+pub struct KeysRevokeArgs {
+    /// The key's id (the part after `bk_`, as `keys list` shows it).
+    #[arg(
+        required_unless_present = "all_of_tenant",
+        conflicts_with = "all_of_tenant"
+    )]
+    pub id: Option<String>,
+    /// Revoke every live key of `--tenant` (the tenant can no longer call the service).
+    #[arg(long)]
+    pub all_of_tenant: bool,
 }
 
 /// `baton ops …`

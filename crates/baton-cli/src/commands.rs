@@ -207,6 +207,8 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Unpin(args) => unpin(&env, args, out).await,
         Command::Context(arg) => context(&env, &arg.run, out).await,
         Command::Demo(_) => Box::pin(crate::demo_session::run(&env, cli.db.as_deref(), out)).await,
+        Command::Serve(args) => crate::serve::run(&env, args, out).await,
+        Command::Keys(command) => crate::serve::keys(&env, command, out).await,
         Command::Migrate | Command::Doctor => Ok(()),
     }
 }

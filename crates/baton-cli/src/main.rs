@@ -12,6 +12,7 @@ mod duplicates;
 mod exit;
 mod import;
 mod ops;
+mod serve;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_tracing();
+    init_tracing(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -56,13 +57,29 @@ fn fail(err: &anyhow::Error) -> ExitCode {
     ExitCode::from(exit::code(err))
 }
 
-/// Diagnostics go to stderr, filtered by `BATON_LOG` (else `RUST_LOG`), warnings by default.
-fn init_tracing() {
+/// Diagnostics go to stderr, filtered by `BATON_LOG` (else `RUST_LOG`): warnings by default,
+/// and for `baton serve` also each request's line (`info`), as JSON with `--log-format json`.
+fn init_tracing(cli: &args::Cli) {
+    let (default, json) = match &cli.command {
+        args::Command::Serve(serve) => (
+            "info,tower_http=info,hyper=warn",
+            serve.log_format == "json",
+        ),
+        _ => ("warn", false),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init();
+    } else {
+        builder.init();
+    }
 }

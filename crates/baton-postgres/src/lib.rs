@@ -941,6 +941,7 @@ macro_rules! with_client {
 
 // After `with_client!`, which they use.
 mod cache;
+mod keys;
 mod ledger;
 
 /// A `REPEATABLE READ READ ONLY` transaction: every read in it sees one snapshot, so a run, its

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_agent.sql"),
     include_str!("../migrations/0006_cache.sql"),
     include_str!("../migrations/0007_ledger.sql"),
+    include_str!("../migrations/0008_api_keys.sql"),
 ];
 
 /// The schema version this build writes.

@@ -30,6 +30,7 @@ mod agent;
 mod cache;
 mod compaction;
 mod import;
+mod keys;
 mod ledger;
 mod migrate;
 

@@ -27,11 +27,13 @@ mod agent;
 mod cache;
 mod compaction;
 mod import;
+mod keys;
 mod ledger;
 pub use agent::*;
 pub use cache::*;
 pub use compaction::*;
 pub use import::*;
+pub use keys::*;
 pub use ledger::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
@@ -106,7 +108,8 @@ macro_rules! conformance_tests {
             failures_are_retried_only_when_retryable,
             concurrent_begins_and_takeovers_have_one_winner,
             expired_records_are_pruned_never_reused,
-            a_repeated_publish_by_the_publishing_fence_changes_nothing
+            a_repeated_publish_by_the_publishing_fence_changes_nothing,
+            api_keys_authenticate_their_tenant_until_revoked
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

@@ -16,6 +16,8 @@
 //!   ([`CacheStore`], which every `Store` also is).
 //! - [`ledger`]: the idempotency ledger's operations, leases, fences and attempts
 //!   ([`LedgerStore`], which every `Store` also is).
+//! - [`keys`]: API keys, kept as hashes, that tell the HTTP service a caller's tenant
+//!   ([`KeyStore`], which every `Store` also is).
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
@@ -44,6 +46,7 @@ pub mod cache;
 pub mod codec;
 pub mod conformance;
 pub mod import;
+pub mod keys;
 pub mod ledger;
 pub mod search;
 
@@ -59,6 +62,7 @@ pub use import::{
     CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
     RunOrigin, RunReport, SourceCompaction,
 };
+pub use keys::{ApiKey, KeyHash, KeyStore, NewApiKey, Revoke};
 pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
@@ -78,7 +82,7 @@ pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows,
 ///   index up to date (the [`search_rows`] of every message past the run's indexed mark), so
 ///   `search` finds every message committed before it was called.
 #[async_trait]
-pub trait Store: CacheStore + LedgerStore + Send + Sync {
+pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
     /// Creates a run (and its tenant, on first use).
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error>;
 
@@ -565,6 +569,12 @@ pub enum Error {
     /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease).
     #[error("ledger: {detail}")]
     InvalidLedger {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// An API key that cannot be made or stored as asked.
+    #[error("api key: {detail}")]
+    InvalidKey {
         /// What is wrong with it.
         detail: String,
     },

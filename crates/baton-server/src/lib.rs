@@ -1,0 +1,162 @@
+//! `baton serve`: baton over HTTP.
+//!
+//! - [`api`]: the JSON API under `/v1/` (runs, history, context, compaction, summaries, working
+//!   state, the ledger, the cache, reports), every route scoped to the tenant of the caller's
+//!   key ([`auth`]) and described by the OpenAPI 3.1 document at `/openapi.json`;
+//! - [`gateway`]: `POST /v1/chat/completions` and `POST /v1/messages`, forwarded to the
+//!   configured upstream through the exact cache, in-flight dedup and the call log, with
+//!   `Idempotency-Key` support;
+//! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
+//!   draining), `/metrics` ([`metrics`]).
+//!
+//! Around every route: a request id (`x-request-id`, kept from the caller when given, else a
+//! UUIDv7, echoed on the response and in every log line of the request), a body limit, a
+//! timeout for API routes, and problem+json for every error ([`problem`]), also for a route or
+//! method that does not exist. Logs never carry headers, so no key reaches them.
+
+pub mod api;
+pub mod auth;
+pub mod gateway;
+pub mod metrics;
+pub mod problem;
+pub mod state;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use baton_store::keys::KeyHash;
+use serde_json::json;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnRequest, DefaultOnResponse, TraceLayer};
+
+pub use state::{AppState, Config};
+
+use crate::problem::{ApiJson, Problem};
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole service: API, gateway, health, metrics and the OpenAPI document.
+pub fn app(state: Arc<AppState>) -> Router {
+    let (api, openapi) = api::routes().split_for_parts();
+    // Serialized once: the document only changes with the code.
+    let openapi: Arc<str> = openapi.to_json().unwrap_or_default().into();
+    let api = api.layer(middleware::from_fn_with_state(state.clone(), api_timeout));
+    Router::new()
+        .merge(api)
+        .merge(gateway::routes())
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::scrape))
+        .route(
+            "/openapi.json",
+            get(move || {
+                let openapi = openapi.clone();
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        openapi.to_string(),
+                    )
+                }
+            }),
+        )
+        .fallback(problem::no_route)
+        .method_not_allowed_fallback(problem::wrong_method)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(
+            TraceLayer::new_for_http()
+                .on_request(DefaultOnRequest::new().level(tracing::Level::DEBUG))
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
+                .make_span_with(|request: &Request| {
+                    let id = request
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!(
+                        "request",
+                        request_id = %id,
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                    )
+                }),
+        )
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// The OpenAPI document the service serves at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api::routes().split_for_parts().1
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then stops taking connections and
+/// lets the requests in flight finish (each one's store writes are whole or absent).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let draining = state.clone();
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            draining.drain();
+            tracing::info!("shutting down: finishing the requests in flight");
+        })
+        .await
+}
+
+async fn api_timeout(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let limit = state.config.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "Request timed out",
+            format!(
+                "the request took longer than {limit:?}; nothing it had not committed was kept"
+            ),
+        )
+        .retry_after(1)
+        .into_response(),
+    }
+}
+
+async fn healthz() -> ApiJson<serde_json::Value> {
+    ApiJson(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.draining() {
+        return Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "draining",
+            "Shutting down",
+            "the server is finishing its requests and takes no new work",
+        )
+        .into_response();
+    }
+    // A primary-key read: the store answers, and its schema has the keys table.
+    match state.store.authenticate(&KeyHash([0; 32])).await {
+        Ok(_) => ApiJson(json!({"status": "ready"})).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: the store does not answer");
+            Problem::from(baton_store::Error::Unavailable {
+                what: "store".to_owned(),
+            })
+            .into_response()
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! `/metrics`: Prometheus text (OpenMetrics 1.0) from a registry of this server's own, never a
+//! global one, so several servers in one process (the tests) count apart.
+//!
+//! - `baton_http_requests_total{route,method,status}` and
+//!   `baton_http_request_duration_seconds{route,method}` (the route is the matched template,
+//!   `/v1/runs/{id}`, so ids never become labels);
+//! - `baton_cache_requests_total{outcome}`: `hit`, `miss`, `coalesced`, `bypass`;
+//! - `baton_ledger_conflicts_total{code}`: `mismatch`, `in_progress`, `fenced_out`, `failed`;
+//! - `baton_compactions_total{outcome}`;
+//! - `baton_tokens_saved_total{source}`: input tokens not sent upstream (`cache`: a hit or a
+//!   coalesced call; `compaction`: what a compaction took out of the context).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::problem::Problem;
+use crate::state::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    route: String,
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Code {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Source {
+    source: String,
+}
+
+/// The server's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<LatencyLabels, Histogram>,
+    cache: Family<Outcome, Counter>,
+    ledger_conflicts: Family<Code, Counter>,
+    compactions: Family<Outcome, Counter>,
+    tokens_saved: Family<Source, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("baton");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by route template, method and status",
+            requests.clone(),
+        );
+        let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(|| {
+            // 50 µs to about 52 s.
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 21))
+        });
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from a request's arrival to its response head, by route template and method",
+            latency.clone(),
+        );
+        let cache = Family::<Outcome, Counter>::default();
+        registry.register(
+            "cache_requests",
+            "Gateway and cache calls by outcome: hit, miss, coalesced, bypass",
+            cache.clone(),
+        );
+        let ledger_conflicts = Family::<Code, Counter>::default();
+        registry.register(
+            "ledger_conflicts",
+            "Ledger calls refused: mismatch, in_progress, fenced_out, failed",
+            ledger_conflicts.clone(),
+        );
+        let compactions = Family::<Outcome, Counter>::default();
+        registry.register(
+            "compactions",
+            "Compactions run through the API, by outcome",
+            compactions.clone(),
+        );
+        let tokens_saved = Family::<Source, Counter>::default();
+        registry.register(
+            "tokens_saved",
+            "Input tokens not sent upstream: by the cache (hits, coalesced calls) and by compaction",
+            tokens_saved.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            cache,
+            ledger_conflicts,
+            compactions,
+            tokens_saved,
+        }
+    }
+
+    /// Counts a cache outcome (`hit`, `miss`, `coalesced`, `bypass`).
+    pub fn cache(&self, outcome: &str) {
+        self.cache
+            .get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a ledger conflict by its code.
+    pub fn ledger_conflict(&self, code: &str) {
+        self.ledger_conflicts
+            .get_or_create(&Code {
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a compaction by outcome.
+    pub fn compaction(&self, outcome: &str) {
+        self.compactions
+            .get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Adds tokens saved by `source` (`cache`, `compaction`).
+    pub fn tokens_saved(&self, source: &str, tokens: u64) {
+        self.tokens_saved
+            .get_or_create(&Source {
+                source: source.to_owned(),
+            })
+            .inc_by(tokens);
+    }
+
+    /// The registry as Prometheus text.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Middleware: counts and times every request under its route template.
+pub async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let response = next.run(request).await;
+    let metrics = &state.metrics;
+    metrics
+        .latency
+        .get_or_create(&LatencyLabels {
+            route: route.clone(),
+            method: method.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            route,
+            method,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}
+
+/// `GET /metrics`.
+pub async fn scrape(State(state): State<Arc<AppState>>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => {
+            let mut response = Body::from(text).into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            response
+        }
+        Err(e) => Problem::internal(&e).into_response(),
+    }
+}

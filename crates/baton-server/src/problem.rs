@@ -1,0 +1,313 @@
+//! Errors as RFC 9457 problem details (`application/problem+json`), one stable `type` per kind.
+//!
+//! A handler returns `Result<_, Problem>`; every rejection axum's extractors make (a body that is
+//! not JSON, a wrong content type, an unknown field, a body over the limit, a malformed path)
+//! is turned into one too ([`ApiJson`], [`ApiPath`], [`ApiQuery`]), so no response of the
+//! service is ever plain text. Store errors map by kind ([`From<baton_store::Error>`]); an
+//! error the caller cannot act on is a 500 whose detail names no internals (it is logged).
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// The `type` URIs are `urn:baton:problem:<kind>`: stable names, not pages to fetch.
+pub const TYPE_PREFIX: &str = "urn:baton:problem:";
+
+/// An error response body (RFC 9457).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ProblemBody {
+    /// `urn:baton:problem:<kind>`, stable per kind of error.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the kind.
+    pub title: String,
+    /// The HTTP status, repeated.
+    pub status: u16,
+    /// What was wrong with this request, naming the value.
+    pub detail: String,
+    /// Members of some kinds: the conflicting operation's status, the current summary, …
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An error the service answers with.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+    extra: serde_json::Map<String, serde_json::Value>,
+    retry_after: Option<u64>,
+}
+
+impl Problem {
+    /// A problem of `kind` (the last part of its `type`) with `status`, `title` and `detail`.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Problem {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            extra: serde_json::Map::new(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds an extension member to the body.
+    pub fn with(mut self, name: &str, value: impl Serialize) -> Self {
+        if let Ok(value) = serde_json::to_value(value) {
+            self.extra.insert(name.to_owned(), value);
+        }
+        self
+    }
+
+    /// Adds a `Retry-After` header (seconds).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The kind (the last part of its `type`).
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// 400: the request is malformed (a missing or bad value, a bad parameter).
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Bad request",
+            detail,
+        )
+    }
+
+    /// 422: well-formed, but not acceptable (an invalid summary candidate, …).
+    pub fn unprocessable(
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Problem::new(StatusCode::UNPROCESSABLE_ENTITY, kind, title, detail)
+    }
+
+    /// 404: nothing of this tenant by that name.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+    }
+
+    /// 409 of a given kind.
+    pub fn conflict(kind: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::CONFLICT, kind, title, detail)
+    }
+
+    /// 401: no key, or a key that is unknown or revoked.
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            detail,
+        )
+    }
+
+    /// 500: something the caller cannot act on; the cause is logged, not sent.
+    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "the service failed to answer; the error is in its log",
+        )
+    }
+
+    /// The body this problem is sent as.
+    pub fn body(&self) -> ProblemBody {
+        ProblemBody {
+            kind: format!("{TYPE_PREFIX}{}", self.kind),
+            title: self.title.to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.kind, self.detail)
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"baton\""),
+            );
+        }
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+impl From<baton_store::Error> for Problem {
+    fn from(err: baton_store::Error) -> Self {
+        use baton_store::Error as E;
+        match &err {
+            E::UnknownTenant { .. }
+            | E::RunNotFound { .. }
+            | E::SummaryNotFound { .. }
+            | E::SeqNotFound { .. } => Problem::not_found(err.to_string()),
+            E::RunExists { .. } => Problem::conflict("run-exists", "Run exists", err.to_string()),
+            E::RunNotActive { .. } => {
+                Problem::conflict("run-not-active", "Run not active", err.to_string())
+            }
+            E::InvalidQuery { .. }
+            | E::InvalidCache { .. }
+            | E::InvalidLedger { .. }
+            | E::InvalidKey { .. }
+            | E::InvalidId(_) => Problem::bad_request(err.to_string()),
+            E::Import(_) => {
+                Problem::conflict("import-rejected", "Import rejected", err.to_string())
+            }
+            E::Unavailable { .. } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "Store unavailable",
+                "the store cannot be reached; try again",
+            )
+            .retry_after(1),
+            _ => Problem::internal(&err),
+        }
+    }
+}
+
+impl From<baton_core::Error> for Problem {
+    fn from(err: baton_core::Error) -> Self {
+        Problem::bad_request(err.to_string())
+    }
+}
+
+impl From<JsonRejection> for Problem {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        let text = rejection.body_text();
+        match rejection {
+            JsonRejection::MissingJsonContentType(_) => Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "Unsupported media type",
+                "the body must be JSON, sent with `Content-Type: application/json`",
+            ),
+            JsonRejection::JsonSyntaxError(_) => Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid-json",
+                "Invalid JSON",
+                text,
+            ),
+            JsonRejection::JsonDataError(_) => Problem::unprocessable(
+                "invalid-body",
+                "Invalid body",
+                text.replace(
+                    "Failed to deserialize the JSON body into the target type: ",
+                    "",
+                ),
+            ),
+            _ if status == StatusCode::PAYLOAD_TOO_LARGE => too_large(),
+            _ => Problem::new(status, "bad-body", "Unreadable body", text),
+        }
+    }
+}
+
+/// 413 for a body over the limit.
+pub fn too_large() -> Problem {
+    Problem::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body-too-large",
+        "Body too large",
+        "the request body is larger than the server's limit (`baton serve --body-limit`)",
+    )
+}
+
+impl From<PathRejection> for Problem {
+    fn from(rejection: PathRejection) -> Self {
+        Problem::bad_request(format!("path: {}", rejection.body_text()))
+    }
+}
+
+impl From<QueryRejection> for Problem {
+    fn from(rejection: QueryRejection) -> Self {
+        Problem::bad_request(format!("query: {}", rejection.body_text()))
+    }
+}
+
+/// `axum::Json` whose rejections are problems.
+#[derive(Debug, Clone, Copy, Default, FromRequest)]
+#[from_request(via(axum::Json), rejection(Problem))]
+pub struct ApiJson<T>(pub T);
+
+impl<T: Serialize> IntoResponse for ApiJson<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `axum::extract::Path` whose rejections are problems.
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(Problem))]
+pub struct ApiPath<T>(pub T);
+
+/// `axum::extract::Query` whose rejections are problems.
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(Problem))]
+pub struct ApiQuery<T>(pub T);
+
+/// The answer of a route that matched nothing.
+pub async fn no_route(uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "no-route",
+        "No such route",
+        format!(
+            "no route {}; the API is described at /openapi.json",
+            uri.path()
+        ),
+    )
+}
+
+/// The answer of a route that exists, called with a method it does not take.
+pub async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}

@@ -1,0 +1,105 @@
+//! What every handler shares: the store, the configuration, the metrics, each tenant's cache.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use baton_cache::Cache;
+use baton_core::TenantId;
+use baton_store::Store;
+
+use crate::metrics::Metrics;
+
+/// How the service runs; `baton serve`'s flags.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The largest request body accepted (413 above it).
+    pub body_limit: usize,
+    /// How long an API request may take before it is answered 503 (the gateway's upstream
+    /// calls have their own limit).
+    pub request_timeout: Duration,
+    /// How long the gateway waits for an upstream's response head, and between its chunks.
+    pub upstream_timeout: Duration,
+    /// Where `POST /v1/chat/completions` goes: an OpenAI-compatible base URL including `/v1`.
+    pub upstream_openai: Option<String>,
+    /// Where `POST /v1/messages` goes: an Anthropic base URL without `/v1`.
+    pub upstream_anthropic: Option<String>,
+    /// The tenant of gateway requests that carry no `x-baton-key` (`None`: they are refused).
+    pub gateway_tenant: Option<TenantId>,
+    /// How long the gateway's cached answers are served.
+    pub cache_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            body_limit: 8 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            upstream_timeout: Duration::from_secs(300),
+            upstream_openai: None,
+            upstream_anthropic: None,
+            gateway_tenant: None,
+            cache_ttl: baton_cache::DEFAULT_TTL,
+        }
+    }
+}
+
+/// The state behind every route.
+pub struct AppState {
+    /// The store `--db` names.
+    pub store: Arc<dyn Store>,
+    /// The configuration.
+    pub config: Config,
+    /// The metrics `/metrics` serves.
+    pub metrics: Metrics,
+    /// The client the gateway calls upstreams with.
+    pub http: reqwest::Client,
+    caches: Mutex<HashMap<TenantId, Arc<Cache>>>,
+    draining: AtomicBool,
+}
+
+impl AppState {
+    /// The state of a server over `store`.
+    pub fn new(store: Arc<dyn Store>, config: Config) -> anyhow::Result<Arc<Self>> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(config.upstream_timeout)
+            .pool_max_idle_per_host(64)
+            .build()?;
+        Ok(Arc::new(AppState {
+            store,
+            config,
+            metrics: Metrics::new(),
+            http,
+            caches: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+        }))
+    }
+
+    /// The response cache of `tenant` (one per tenant, so in-process single-flight spans every
+    /// request of the tenant).
+    pub fn cache(&self, tenant: &TenantId) -> Arc<Cache> {
+        let mut caches = self.caches.lock().unwrap_or_else(PoisonError::into_inner);
+        caches
+            .entry(tenant.clone())
+            .or_insert_with(|| {
+                let cache = Cache::new(self.store.clone(), tenant.clone());
+                let cache = cache
+                    .with_ttl(None, self.config.cache_ttl)
+                    .unwrap_or_else(|_| Cache::new(self.store.clone(), tenant.clone()));
+                Arc::new(cache)
+            })
+            .clone()
+    }
+
+    /// Marks the server as shutting down: `/readyz` answers 503 from now on.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server is shutting down.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}

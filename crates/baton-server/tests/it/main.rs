@@ -1,0 +1,12 @@
+//! HTTP integration tests: a real server on loopback over a real store, on SQLite and on
+//! PostgreSQL (`BATON_TEST_PG`), driven by a real HTTP client.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+mod service;
+mod support;
