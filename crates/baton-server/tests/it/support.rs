@@ -225,3 +225,52 @@ macro_rules! on_both_backends {
         )*
     };
 }
+
+/// The Python packages the contract and client-compatibility tests use, pinned.
+pub const PYTHON_PACKAGES: &[&str] = &["schemathesis==4.32.5", "openai==3.57.0", "anthropic==2.16.0"];
+
+/// A virtual environment with [`PYTHON_PACKAGES`], made on first use under the target
+/// directory (`target/test-venv`, or `BATON_TEST_VENV`) and reused after. `None`, with a
+/// message on stderr, when it cannot be made (no `python3`, no network) outside CI; in CI
+/// (`CI` set) that is a failure, since these tests must run there.
+pub fn python_venv() -> Option<std::path::PathBuf> {
+    static VENV: std::sync::OnceLock<Result<std::path::PathBuf, String>> = std::sync::OnceLock::new();
+    let made = VENV.get_or_init(|| {
+        let dir = std::env::var_os("BATON_TEST_VENV").map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv"),
+            std::path::PathBuf::from,
+        );
+        let python = dir.join("bin/python");
+        let stamp = dir.join("baton-packages.txt");
+        let wanted = PYTHON_PACKAGES.join("\n");
+        if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+            return Ok(python);
+        }
+        let run = |cmd: &mut std::process::Command| -> Result<(), String> {
+            let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
+            }
+        };
+        if !python.exists() {
+            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+        }
+        run(std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTHON_PACKAGES))?;
+        std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
+        Ok(python)
+    });
+    match made {
+        Ok(python) => Some(python.clone()),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI: the Python test environment cannot be made: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: the Python test environment cannot be made ({e})");
+            None
+        }
+    }
+}
