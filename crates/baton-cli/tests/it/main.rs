@@ -19,6 +19,7 @@ mod ops;
 mod race;
 mod recall;
 mod seed;
+mod serve;
 mod support;
 mod tidy;
 mod tokens;

@@ -8,5 +8,7 @@
     missing_docs
 )]
 
+mod gateway;
+mod sdk;
 mod service;
 mod support;

@@ -227,14 +227,19 @@ macro_rules! on_both_backends {
 }
 
 /// The Python packages the contract and client-compatibility tests use, pinned.
-pub const PYTHON_PACKAGES: &[&str] = &["schemathesis==4.32.5", "openai==3.57.0", "anthropic==2.16.0"];
+pub const PYTHON_PACKAGES: &[&str] = &[
+    "schemathesis==4.32.5",
+    "openai==3.57.0",
+    "anthropic==2.16.0",
+];
 
 /// A virtual environment with [`PYTHON_PACKAGES`], made on first use under the target
 /// directory (`target/test-venv`, or `BATON_TEST_VENV`) and reused after. `None`, with a
 /// message on stderr, when it cannot be made (no `python3`, no network) outside CI; in CI
 /// (`CI` set) that is a failure, since these tests must run there.
 pub fn python_venv() -> Option<std::path::PathBuf> {
-    static VENV: std::sync::OnceLock<Result<std::path::PathBuf, String>> = std::sync::OnceLock::new();
+    static VENV: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
     let made = VENV.get_or_init(|| {
         let dir = std::env::var_os("BATON_TEST_VENV").map_or_else(
             || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv"),
@@ -255,10 +260,18 @@ pub fn python_venv() -> Option<std::path::PathBuf> {
             }
         };
         if !python.exists() {
-            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+            run(std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&dir))?;
         }
         run(std::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
             .args(PYTHON_PACKAGES))?;
         std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
         Ok(python)

@@ -1,0 +1,289 @@
+//! `baton keys` and `baton serve` as processes: a key is shown once and stored only as a hash,
+//! the server answers over a real socket, logs JSON lines without keys, and on SIGTERM lets a
+//! request in flight finish before it exits.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::Sandbox;
+
+/// One HTTP/1.1 request on a new connection; the status and the body.
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+struct Served {
+    child: Child,
+    addr: String,
+}
+
+fn serve(sb: &Sandbox, extra: &[&str]) -> Served {
+    let mut args = vec!["serve", "--addr", "127.0.0.1:0", "--log-format", "json"];
+    args.extend_from_slice(extra);
+    let mut child = sb
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first:?}"))
+        .to_owned();
+    Served { child, addr }
+}
+
+fn terminate(served: &mut Served) {
+    let pid = served.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+fn wait(mut served: Served) -> (i32, String, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            let mut out = String::new();
+            let mut err = String::new();
+            served
+                .child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            served
+                .child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), out, err);
+        }
+        assert!(Instant::now() < deadline, "baton serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn create_key(sb: &Sandbox, tenant: &str) -> String {
+    let made = sb
+        .run(&["--tenant", tenant, "keys", "create", "--label", "test"])
+        .ok();
+    let last = made.stdout.trim_end().lines().last().unwrap().to_owned();
+    assert!(
+        last.starts_with("bk_") && !last.contains(' '),
+        "{}",
+        made.stdout
+    );
+    last
+}
+
+#[test]
+fn keys_are_shown_once_stored_as_hashes_and_revoked() {
+    let sb = Sandbox::new();
+    let key = create_key(&sb, "acme");
+    let secret = key.rsplit('_').next().unwrap().to_owned();
+    let id = key.split('_').nth(1).unwrap().to_owned();
+    let listed = sb.run(&["--tenant", "acme", "keys", "list"]).ok();
+    assert!(
+        listed.stdout.contains(&id) && listed.stdout.contains("live"),
+        "{}",
+        listed.stdout
+    );
+    assert!(!listed.stdout.contains(&secret));
+    let json = sb.run(&["--json", "keys", "list", "--all"]).ok().json();
+    assert_eq!(json[0]["tenant"], "acme");
+    assert!(!json.to_string().contains(&secret));
+    // Nothing of the secret is in the database file.
+    let bytes = std::fs::read(sb.db()).unwrap();
+    let wal = std::fs::read(sb.db().with_extension("db-wal")).unwrap_or_default();
+    for file in [&bytes, &wal] {
+        assert!(!file.windows(secret.len()).any(|w| w == secret.as_bytes()));
+    }
+    sb.run(&["keys", "revoke", &id]).ok();
+    sb.run(&["keys", "revoke", &id]).fails(4, "no live key");
+    assert!(
+        sb.run(&["keys", "list", "--all"])
+            .ok()
+            .stdout
+            .contains("revoked")
+    );
+    assert_eq!(
+        sb.run(&["keys", "revoke"]).code,
+        2,
+        "revoke needs an id or --all-of-tenant"
+    );
+}
+
+#[test]
+fn serve_answers_over_a_socket_logs_json_and_stops_on_sigterm() {
+    for sb in Sandbox::each() {
+        let key = create_key(&sb, "acme");
+        let mut served = serve(&sb, &[]);
+        let auth = format!("Bearer {key}");
+        let (status, body) = http(
+            &served.addr,
+            "POST",
+            "/v1/runs",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            r#"{"id":"r1","goal":"ship"}"#,
+        );
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = http(&served.addr, "GET", "/v1/runs/r1", &[], "");
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("urn:baton:problem:unauthorized"));
+        sb.run(&["--tenant", "acme", "keys", "revoke", "--all-of-tenant"])
+            .ok();
+        let (status, _) = http(
+            &served.addr,
+            "GET",
+            "/v1/runs/r1",
+            &[("Authorization", &auth)],
+            "",
+        );
+        assert_eq!(status, 401, "a revoked tenant's key still worked");
+        terminate(&mut served);
+        let (code, out, err) = wait(served);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("stopped"), "{out}");
+        let mut lines = 0;
+        for line in err.lines() {
+            let parsed: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+            assert!(parsed["level"].is_string(), "{line}");
+            lines += 1;
+        }
+        assert!(lines >= 3, "{err}");
+        assert!(err.contains("request_id"), "{err}");
+        assert!(!err.contains(&key[3..]), "a key in the log");
+    }
+}
+
+/// A mock OpenAI upstream that answers every request after `delay`, once per connection.
+fn slow_upstream(delay: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                std::thread::sleep(delay);
+                let reply = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"mock-gpt","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"slow hello"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn sigterm_lets_a_gateway_request_in_flight_finish() {
+    let sb = Sandbox::new();
+    let upstream = slow_upstream(Duration::from_millis(1500));
+    let mut served = serve(
+        &sb,
+        &[
+            "--upstream-openai",
+            &format!("http://{upstream}/v1"),
+            "--gateway-tenant",
+            "acme",
+        ],
+    );
+    let addr = served.addr.clone();
+    let in_flight = std::thread::spawn(move || {
+        http(
+            &addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", "Bearer sk-caller-own-key"),
+                ("Content-Type", "application/json"),
+            ],
+            r#"{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}]}"#,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    terminate(&mut served);
+    let (status, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("slow hello"), "{body}");
+    let (code, _, err) = wait(served);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("sk-caller-own-key"),
+        "the provider key was logged"
+    );
+    // The answer was stored whole before the server stopped: the call log has it.
+    let log = sb
+        .run(&["--tenant", "acme", "--json", "report", "duplicates"])
+        .ok()
+        .json();
+    assert!(log.to_string().contains("openai.chat_completions"), "{log}");
+}
