@@ -205,7 +205,10 @@ impl Trigger {
             });
         }
         if let Some(after_last) = after_last {
-            let needed = after_last + (after_last as f64 * self.min_growth).ceil() as u64;
+            // Saturating: `after_last` comes from a stored version's meta, which a client may
+            // have written; a huge one must refuse, not overflow.
+            let needed =
+                after_last.saturating_add((after_last as f64 * self.min_growth).ceil() as u64);
             if before < needed {
                 return Err(Skip::LoopGuard {
                     tokens: before,

@@ -17,11 +17,22 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
+pub mod compaction;
+pub mod context;
+pub mod history;
 pub mod runs;
+pub mod summaries;
+pub mod working;
 
 /// The API's routes, with their OpenAPI description.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(runs::routes())
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(runs::routes())
+        .merge(history::routes())
+        .merge(context::routes())
+        .merge(compaction::routes())
+        .merge(summaries::routes())
+        .merge(working::routes())
 }
 
 #[derive(OpenApi)]

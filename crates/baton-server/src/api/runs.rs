@@ -89,6 +89,8 @@ pub fn run_id(id: &str) -> Result<RunId, Problem> {
         (status = 400, description = "A bad id", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
         (status = 409, description = "The id is taken", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the limit", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as JSON", body = ProblemBody, content_type = "application/problem+json"),
         (status = 422, description = "An unknown or mistyped field", body = ProblemBody, content_type = "application/problem+json"),
     )
 )]

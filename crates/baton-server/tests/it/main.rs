@@ -9,6 +9,8 @@
 )]
 
 mod gateway;
+mod history;
 mod sdk;
 mod service;
+mod summaries;
 mod support;
