@@ -66,8 +66,17 @@ impl Problem {
         }
     }
 
-    /// Adds an extension member to the body.
+    /// Adds an extension member to the body. The names of RFC 9457's own members (`type`,
+    /// `title`, `status`, `detail`, `instance`) are not extensions: such a member is dropped
+    /// (and logged), so a body never holds one of them twice.
     pub fn with(mut self, name: &str, value: impl Serialize) -> Self {
+        if matches!(name, "type" | "title" | "status" | "detail" | "instance") {
+            tracing::warn!(
+                member = name,
+                "a problem extension named like a standard member was dropped"
+            );
+            return self;
+        }
         if let Ok(value) = serde_json::to_value(value) {
             self.extra.insert(name.to_owned(), value);
         }

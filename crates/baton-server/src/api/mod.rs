@@ -17,9 +17,12 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
+pub mod cache;
 pub mod compaction;
 pub mod context;
 pub mod history;
+pub mod ops;
+pub mod reports;
 pub mod runs;
 pub mod summaries;
 pub mod working;
@@ -33,6 +36,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .merge(compaction::routes())
         .merge(summaries::routes())
         .merge(working::routes())
+        .merge(ops::routes())
+        .merge(cache::routes())
+        .merge(reports::routes())
 }
 
 #[derive(OpenApi)]

@@ -8,8 +8,11 @@
     missing_docs
 )]
 
+mod contract;
 mod gateway;
 mod history;
+mod ops;
+mod reports;
 mod sdk;
 mod service;
 mod summaries;

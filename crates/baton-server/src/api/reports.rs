@@ -1,0 +1,389 @@
+//! Reports: the duplicate-work report and a run's token-growth report, as JSON.
+//!
+//! `GET /v1/reports/duplicates` is `baton report duplicates --json`: per UTC day and
+//! operation, the calls of the call log repeating an earlier identical request, with what they
+//! cost and what the cache and coalescing saved (`tools=true`: the same over the stored runs'
+//! tool calls). Days are `YYYY-MM-DD`, UTC, inclusive; `day` or `since`/`until`, not both.
+//!
+//! `GET /v1/runs/{id}/growth` is `baton report growth --json`: the run replayed offline under
+//! a strategy (default `structured`), the input tokens of every model call with the whole
+//! transcript against the compacted context. A run without model calls (assistant messages)
+//! has an empty report. The replay runs on the blocking pool, since it is CPU work that grows
+//! with the run.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use baton_cache::report::{self, Row, ToolCall};
+use baton_compact::config::{CompactionConfig, STRATEGIES};
+use baton_compact::growth::Growth;
+use baton_compact::replay::{Replay, replay};
+use baton_core::key::canonical_json;
+use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
+use baton_store::Store;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::runs::run_id;
+use crate::auth::Caller;
+use crate::problem::{ApiJson, ApiPath, ApiQuery, Problem, ProblemBody};
+use crate::state::AppState;
+
+/// The routes of this module.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(duplicates))
+        .routes(routes!(growth))
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Which part of the log the duplicate-work report covers.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DuplicatesQuery {
+    /// One UTC day, `YYYY-MM-DD` (not with `since` or `until`).
+    #[param(pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", example = "2024-05-01")]
+    pub day: Option<String>,
+    /// From this UTC day on (inclusive), `YYYY-MM-DD`.
+    #[param(pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+    pub since: Option<String>,
+    /// Up to this UTC day (inclusive), `YYYY-MM-DD`.
+    #[param(pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+    pub until: Option<String>,
+    /// Only this operation (with `tools`: this tool).
+    pub operation: Option<String>,
+    /// Report on the stored runs' tool calls instead of the call log: a repeat is a call with
+    /// the same tool and canonical input as an earlier call of the same run.
+    pub tools: Option<bool>,
+}
+
+/// One day and operation of the duplicate-work report.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct DuplicatesRow {
+    /// The UTC day, `YYYY-MM-DD` (`all` in the total).
+    pub day: String,
+    /// The operation, or the tool (`all` in the total).
+    pub operation: String,
+    /// Calls.
+    pub calls: u64,
+    /// Calls repeating an earlier identical one.
+    pub repeats: u64,
+    /// `repeats / calls`.
+    pub ratio: f64,
+    /// What the repeats cost (or would have, executed), in US dollars.
+    pub repeat_cost: f64,
+    /// Calls that started while an identical call was in flight.
+    pub coincident: u64,
+    /// The cost of the calls the cache answered.
+    pub saved_by_cache: f64,
+    /// The cost of the calls answered by an identical call in flight.
+    pub saved_by_coalescing: f64,
+}
+
+impl From<Row> for DuplicatesRow {
+    fn from(r: Row) -> Self {
+        DuplicatesRow {
+            day: r.day,
+            operation: r.operation,
+            calls: r.calls,
+            repeats: r.repeats,
+            ratio: r.ratio,
+            repeat_cost: r.repeat_cost,
+            coincident: r.coincident,
+            saved_by_cache: r.saved_by_cache,
+            saved_by_coalescing: r.saved_by_coalescing,
+        }
+    }
+}
+
+/// The duplicate-work report.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct DuplicatesReport {
+    /// Whether it covers tool calls (`true`) or the call log (`false`).
+    pub tools: bool,
+    /// By day, then operation.
+    pub rows: Vec<DuplicatesRow>,
+    /// The rows' totals.
+    pub total: DuplicatesRow,
+}
+
+/// How to replay a run for its growth report.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct GrowthQuery {
+    /// The strategy the compacted figures come from (default `structured`): `none`,
+    /// `sliding`, `budget`, `clear-tool-results`, `summarize` or `structured`.
+    #[param(example = "sliding")]
+    pub strategy: Option<String>,
+    /// The token budget: `budget`'s `max_tokens`, `summarize`'s and `structured`'s threshold.
+    #[param(minimum = 1)]
+    pub budget: Option<u64>,
+}
+
+/// One model call of the replay.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct GrowthStep {
+    /// The seq of the assistant message the call produced.
+    pub seq: u64,
+    /// Input tokens had the whole transcript been sent.
+    pub full_tokens: u64,
+    /// Input tokens of the compacted context.
+    pub context_tokens: u64,
+    /// Whether a compaction ran just before this call.
+    pub compacted: bool,
+}
+
+/// The token-growth report of a run.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct GrowthReport {
+    /// The run.
+    pub run: String,
+    /// The strategy the compacted figures come from.
+    pub strategy: String,
+    /// Every model call, in order.
+    pub steps: Vec<GrowthStep>,
+    /// Input tokens over the run, whole transcript.
+    pub full_total: u64,
+    /// Input tokens over the run, compacted.
+    pub context_total: u64,
+    /// `full_total / context_total` (0 without model calls).
+    pub ratio: f64,
+}
+
+/// The duplicate-work report.
+#[utoipa::path(
+    get, path = "/v1/reports/duplicates", tag = "reports",
+    params(DuplicatesQuery),
+    responses(
+        (status = 200, description = "The report", body = DuplicatesReport),
+        (status = 400, description = "A bad day, `since` after `until`, `day` with `since` or `until`, an unknown parameter", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+async fn duplicates(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    ApiQuery(query): ApiQuery<DuplicatesQuery>,
+) -> Result<ApiJson<DuplicatesReport>, Problem> {
+    let (since, until) = range(&query)?;
+    let tools = query.tools.unwrap_or(false);
+    let operation = query.operation.as_deref();
+    let rows = if tools {
+        let calls = tool_calls(&*state.store, &caller.tenant).await?;
+        report::tools(&calls, operation, since, until)
+    } else {
+        let records = match state.store.calls(&caller.tenant, since, until).await {
+            Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
+            other => other?,
+        };
+        report::calls(&records, operation)
+    };
+    let total = report::total(&rows).into();
+    Ok(ApiJson(DuplicatesReport {
+        tools,
+        rows: rows.into_iter().map(DuplicatesRow::from).collect(),
+        total,
+    }))
+}
+
+/// A run's token-growth report.
+#[utoipa::path(
+    get, path = "/v1/runs/{id}/growth", tag = "reports",
+    params(("id" = String, Path, description = "The run's id"), GrowthQuery),
+    responses(
+        (status = 200, description = "The report", body = GrowthReport),
+        (status = 400, description = "A bad id, an unknown strategy, a budget of 0, an unknown parameter", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such run for this tenant", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+async fn growth(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<GrowthQuery>,
+) -> Result<ApiJson<GrowthReport>, Problem> {
+    let run = run_id(&id)?;
+    let name = query.strategy.as_deref().unwrap_or("structured");
+    let mut config = CompactionConfig::named(name);
+    if let Some(budget) = query.budget {
+        config
+            .budget
+            .get_or_insert_with(Default::default)
+            .max_tokens = budget;
+        config
+            .summarize
+            .get_or_insert_with(Default::default)
+            .threshold = budget;
+        config
+            .structured
+            .get_or_insert_with(Default::default)
+            .threshold = budget;
+    }
+    let strategy = config.build().map_err(|e| {
+        Problem::bad_request(format!(
+            "{e} (strategies: {}; budget: 1 or more tokens)",
+            STRATEGIES.join(", ")
+        ))
+    })?;
+    let record = state.store.run(&caller.tenant, &run).await?;
+    let entries = state
+        .store
+        .read_range(&caller.tenant, &run, Seq(1), None)
+        .await?;
+    let fixed = baton_core::context::assemble(&record, None, Vec::new()).tokens;
+    let mut how = Replay::new(run.clone(), strategy);
+    how.trigger = config.trigger.clone();
+    how.fixed_tokens = fixed;
+    let replayed = tokio::task::spawn_blocking(move || replay(&entries, &how))
+        .await
+        .map_err(|e| Problem::internal(&e))?;
+    let growth = Growth::of(&replayed.strategy, &replayed.steps);
+    let ratio = if growth.steps.is_empty() {
+        0.0
+    } else {
+        growth.ratio
+    };
+    Ok(ApiJson(GrowthReport {
+        run: run.to_string(),
+        strategy: growth.strategy,
+        steps: growth
+            .steps
+            .into_iter()
+            .map(|s| GrowthStep {
+                seq: s.seq.0,
+                full_tokens: s.full_tokens,
+                context_tokens: s.context_tokens,
+                compacted: s.compacted,
+            })
+            .collect(),
+        full_total: growth.full_total,
+        context_total: growth.context_total,
+        ratio,
+    }))
+}
+
+/// `[since, until)` in milliseconds, from `day` or `since`/`until` (UTC days, inclusive).
+fn range(query: &DuplicatesQuery) -> Result<(Timestamp, Timestamp), Problem> {
+    if let Some(day) = &query.day {
+        if query.since.is_some() || query.until.is_some() {
+            return Err(Problem::bad_request(
+                "give `day`, or `since` and `until`, not both",
+            ));
+        }
+        let start = parse_day(day, "day")?;
+        return Ok((start, Timestamp(start.0 + DAY_MS)));
+    }
+    let since = match &query.since {
+        Some(d) => parse_day(d, "since")?,
+        None => Timestamp(i64::MIN),
+    };
+    let until = match &query.until {
+        Some(d) => Timestamp(parse_day(d, "until")?.0 + DAY_MS),
+        None => Timestamp(i64::MAX),
+    };
+    if since >= until {
+        return Err(Problem::bad_request(format!(
+            "since {:?} is after until {:?}",
+            query.since.as_deref().unwrap_or(""),
+            query.until.as_deref().unwrap_or("")
+        )));
+    }
+    Ok((since, until))
+}
+
+/// A UTC day `YYYY-MM-DD` (years 1970 to 9999) as the millisecond its midnight is.
+fn parse_day(text: &str, what: &str) -> Result<Timestamp, Problem> {
+    let bad = || {
+        Problem::bad_request(format!(
+            "{what} {text:?}: expected a day as YYYY-MM-DD, from 1970-01-01 to 9999-12-31"
+        ))
+    };
+    let parts: Vec<&str> = text.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(y, 4) || !digits(m, 2) || !digits(d, 2) {
+        return Err(bad());
+    }
+    let (y, m, d): (i64, i64, i64) = (
+        y.parse().map_err(|_| bad())?,
+        m.parse().map_err(|_| bad())?,
+        d.parse().map_err(|_| bad())?,
+    );
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let month_days = usize::try_from(m - 1)
+        .ok()
+        .and_then(|i| days_in_month.get(i))
+        .copied();
+    if y < 1970 || !month_days.is_some_and(|n| (1..=n).contains(&d)) {
+        return Err(bad());
+    }
+    // Days from civil (H. Hinnant's algorithm), proleptic Gregorian, UTC.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(Timestamp(days * DAY_MS))
+}
+
+/// Every tool call of the tenant's runs. An imported run's calls are dated by when its source
+/// session started (the import's own time says nothing about the work); a native run's by
+/// when each message was stored.
+async fn tool_calls(store: &dyn Store, tenant: &TenantId) -> Result<Vec<ToolCall>, Problem> {
+    let runs = match store.list_runs(tenant).await {
+        Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
+        other => other?,
+    };
+    let mut calls = Vec::new();
+    for run in runs {
+        if run.last_seq == Seq(0) {
+            continue;
+        }
+        let report = store.run_report(tenant, &run.id).await?;
+        let source_day = report
+            .origin
+            .as_ref()
+            .and_then(|o| o.first_at.as_deref())
+            .and_then(|at| humantime::parse_rfc3339_weak(at).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| Timestamp(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        for entry in store.read_range(tenant, &run.id, Seq(1), None).await? {
+            for block in &entry.message.content {
+                if let ContentBlock::ToolUse { id, name, input } = block {
+                    calls.push(ToolCall {
+                        run: run.id.to_string(),
+                        at: source_day.unwrap_or(entry.created_at),
+                        id: id.clone(),
+                        tool: name.clone(),
+                        canonical_input: canonical_json(input),
+                    });
+                }
+            }
+        }
+    }
+    Ok(calls)
+}
