@@ -177,3 +177,41 @@ async fn request_ids_health_metrics_and_the_openapi_document() {
     assert!(metrics.contains("baton_http_request_duration_seconds_bucket"));
     assert!(!metrics.contains(&server.key), "a key in the metrics");
 }
+
+/// utoipa keeps one schema per name, silently: two modules naming different types alike would
+/// leave one route described by the other's type. Every name must mean one schema.
+#[test]
+fn schema_names_are_unique_across_modules() {
+    use baton_server::api;
+    use std::collections::BTreeMap;
+    let modules = [
+        ("runs", api::runs::routes()),
+        ("history", api::history::routes()),
+        ("context", api::context::routes()),
+        ("compaction", api::compaction::routes()),
+        ("summaries", api::summaries::routes()),
+        ("working", api::working::routes()),
+        ("ops", api::ops::routes()),
+        ("cache", api::cache::routes()),
+        ("reports", api::reports::routes()),
+    ];
+    let mut seen: BTreeMap<String, (&str, serde_json::Value)> = BTreeMap::new();
+    for (module, routes) in modules {
+        let doc = routes.split_for_parts().1;
+        let Some(components) = doc.components else {
+            continue;
+        };
+        for (name, schema) in components.schemas {
+            let schema = serde_json::to_value(schema).unwrap();
+            if let Some((first, earlier)) = seen.get(&name) {
+                assert_eq!(
+                    earlier, &schema,
+                    "schema {name} of {module} differs from {first}'s"
+                );
+            } else {
+                seen.insert(name, (module, schema));
+            }
+        }
+    }
+    assert!(seen.len() > 10, "{:?}", seen.keys());
+}
