@@ -292,6 +292,9 @@ impl PgStore {
             "idle_in_transaction_session_timeout",
             "statement_timeout",
             "search_path",
+            // Off, nothing analyzes baton's tables: plans made on them while they were small
+            // are kept by pooled connections however much they grow. Run ANALYZE now and then.
+            "autovacuum",
         ] {
             let row = client
                 .query_one("SELECT current_setting($1)", &[&name])

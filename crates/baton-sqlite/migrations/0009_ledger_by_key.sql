@@ -1,0 +1,4 @@
+-- baton schema, version 9: the ledger's operations are found by their primary key only.
+--
+-- Nothing changes on SQLite, which never indexed operations by status or expiry; PostgreSQL
+-- drops the two indexes it had (see its 0009), so a version means the same schema on both.
