@@ -52,7 +52,16 @@ fn the_loop_guard_waits_for_new_content() {
     assert!(t.admit(50_000, 10_000, Some(40_000), 0).is_ok());
     // A stored size near the top of u64 (a client wrote the meta) refuses; it never overflows.
     let huge = t.admit(50_000, 10_000, Some(u64::MAX - 1), 0).unwrap_err();
-    assert!(matches!(huge, Skip::LoopGuard { needed: u64::MAX, .. }), "{huge:?}");
+    assert!(
+        matches!(
+            huge,
+            Skip::LoopGuard {
+                needed: u64::MAX,
+                ..
+            }
+        ),
+        "{huge:?}"
+    );
 }
 
 #[test]
