@@ -146,6 +146,7 @@ pub struct Cache {
     ttls: HashMap<String, Duration>,
     group: Group<RequestKey, Flown>,
     corrupt: AtomicU64,
+    background: Option<BackgroundLog>,
 }
 
 /// The TTL of an operation without its own: a day.
@@ -169,6 +170,31 @@ impl Cache {
             ttls: HashMap::new(),
             group: Group::new(),
             corrupt: AtomicU64::new(0),
+            background: None,
+        }
+    }
+
+    /// Writes the call log from a task of its own, in batches, instead of before each call
+    /// returns: a call (a cache hit above all) no longer waits for its log line's transaction,
+    /// and concurrent calls share one. Records still queued when the process dies are lost, so
+    /// a long-lived owner (the HTTP service) calls [`flush_log`](Self::flush_log) before it
+    /// exits. Must be called inside a tokio runtime.
+    pub fn with_background_log(mut self) -> Self {
+        self.background = Some(BackgroundLog::start(
+            self.store.clone(),
+            self.tenant.clone(),
+        ));
+        self
+    }
+
+    /// Waits until every call-log record handed over so far is written (at once without
+    /// [`with_background_log`](Self::with_background_log)).
+    pub async fn flush_log(&self) {
+        if let Some(background) = &self.background {
+            let (done, written) = tokio::sync::oneshot::channel();
+            if background.tx.send(LogMsg::Flush(done)).is_ok() {
+                let _ = written.await;
+            }
         }
     }
 
@@ -528,11 +554,69 @@ impl Cache {
     }
 
     async fn log(&self, record: CallRecord) {
+        let record = match &self.background {
+            Some(background) => match background.tx.send(LogMsg::Record(record)) {
+                Ok(()) => return,
+                // The writer is gone (its runtime is shutting down): write it here.
+                Err(tokio::sync::mpsc::error::SendError(LogMsg::Record(record))) => record,
+                Err(_) => return,
+            },
+            None => record,
+        };
         // A call that was answered stays answered if its log line cannot be written: the
         // failure is reported, not turned into a failed call.
         if let Err(e) = self.store.log_calls(&self.tenant, &[record]).await {
             tracing::warn!(error = %e, "could not append to the call log");
         }
+    }
+}
+
+/// What the background log writer is handed.
+enum LogMsg {
+    Record(CallRecord),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The most records one background write takes.
+const LOG_BATCH: usize = 1000;
+
+/// The call log written by a task of its own: it takes every record queued when it wakes, up
+/// to [`LOG_BATCH`], and writes them in one transaction.
+struct BackgroundLog {
+    tx: tokio::sync::mpsc::UnboundedSender<LogMsg>,
+}
+
+impl BackgroundLog {
+    fn start(store: Arc<dyn Store>, tenant: TenantId) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LogMsg>();
+        tokio::spawn(async move {
+            let mut batch = Vec::new();
+            let mut flushes = Vec::new();
+            while let Some(first) = rx.recv().await {
+                let mut next = Some(first);
+                while let Some(msg) = next {
+                    match msg {
+                        LogMsg::Record(record) => batch.push(record),
+                        LogMsg::Flush(done) => flushes.push(done),
+                    }
+                    next = if batch.len() < LOG_BATCH {
+                        rx.try_recv().ok()
+                    } else {
+                        None
+                    };
+                }
+                if !batch.is_empty() {
+                    if let Err(e) = store.log_calls(&tenant, &batch).await {
+                        tracing::warn!(error = %e, records = batch.len(), "could not append to the call log");
+                    }
+                    batch.clear();
+                }
+                for done in flushes.drain(..) {
+                    let _ = done.send(());
+                }
+            }
+        });
+        BackgroundLog { tx }
     }
 }
 

@@ -108,13 +108,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = state.clone();
-    axum::serve(listener, app(state))
+    let served = axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(async move {
             shutdown.await;
             draining.drain();
             tracing::info!("shutting down: finishing the requests in flight");
         })
-        .await
+        .await;
+    // The requests have finished; their call-log lines may still be queued.
+    state.flush_logs().await;
+    served
 }
 
 async fn api_timeout(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {

@@ -88,9 +88,25 @@ impl AppState {
                 let cache = cache
                     .with_ttl(None, self.config.cache_ttl)
                     .unwrap_or_else(|_| Cache::new(self.store.clone(), tenant.clone()));
-                Arc::new(cache)
+                // A hit must not wait for its log line: the log is written in batches, and
+                // flushed when the server stops.
+                Arc::new(cache.with_background_log())
             })
             .clone()
+    }
+
+    /// Writes every call-log record still queued (the server calls it as it stops).
+    pub async fn flush_logs(&self) {
+        let caches: Vec<Arc<Cache>> = self
+            .caches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for cache in caches {
+            cache.flush_log().await;
+        }
     }
 
     /// Marks the server as shutting down: `/readyz` answers 503 from now on.

@@ -452,3 +452,50 @@ async fn a_crashed_holders_expired_lease_lets_one_waiter_take_over() {
         }
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_background_log_writes_every_call_by_the_time_it_is_flushed() {
+    let s = setup().await;
+    let tenant = TenantId::new("acme").unwrap();
+    let cache = Arc::new(Cache::new(s.store.clone(), tenant.clone()).with_background_log());
+    let versions = std::collections::BTreeMap::<String, String>::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let cache = cache.clone();
+        let versions = versions.clone();
+        tasks.spawn(async move {
+            // 30 distinct requests, each asked 10 times: executed, hits and coalesced calls.
+            let body = json!({"model": "m", "messages": [{"role": "user", "content": format!("q{}", i % 30)}]});
+            let request = CallRequest {
+                operation: "openai.chat_completions",
+                body: &body,
+                model: "m",
+                versions: &versions,
+                documents: &[],
+            };
+            cache
+                .call(&request, &CallPolicy::default(), || async {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Ok::<_, std::io::Error>(Answer {
+                        value: "a".to_owned(),
+                        model: "m".into(),
+                        input_tokens: 3,
+                        output_tokens: 1,
+                        storable: true,
+                    })
+                })
+                .await
+                .unwrap()
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    cache.flush_log().await;
+    let outcomes = log(&s.store, &tenant).await;
+    assert_eq!(outcomes.len(), 300, "every call has its record once");
+    assert_eq!(count(&outcomes, CallOutcome::Executed), 30);
+    // A second flush with nothing queued returns at once; a later call is written by the next.
+    cache.flush_log().await;
+    assert_eq!(log(&s.store, &tenant).await.len(), 300);
+}

@@ -177,6 +177,9 @@ async fn duplicates(
         let calls = tool_calls(&*state.store, &caller.tenant).await?;
         report::tools(&calls, operation, since, until)
     } else {
+        // The gateway logs in the background: read the caller's own calls after they are
+        // written, so a report asked for right after a call includes it.
+        state.cache(&caller.tenant).flush_log().await;
         let records = match state.store.calls(&caller.tenant, since, until).await {
             Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
             other => other?,

@@ -123,6 +123,8 @@ async fn metrics(server: &TestServer) -> String {
 }
 
 async fn calls(server: &TestServer) -> Vec<baton_store::CallRecord> {
+    // The gateway writes its call log in the background: what was answered is written by now.
+    server.state.flush_logs().await;
     server
         .store
         .calls(
