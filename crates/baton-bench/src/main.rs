@@ -71,14 +71,20 @@
 //!    dangling `tool_use` the cut made (ours: target 0). A peer that cannot run is skipped with
 //!    one `peer: skipped (…)` line; `--quick` skips it and runs ours on one session. A missing
 //!    corpus skips (a) and (c) with one line each.
+//! 9.–11. **Cache, SQLite ledger, PostgreSQL ledger** (issues 7, 8, 3; modules `cache`,
+//!    `ledger`, `pg_ledger`): each module's docs say what it measures and against what.
+//! 12. **Gateway** (issue 9; module `gateway`): baton's gateway against the LiteLLM proxy on
+//!    the same mock upstream with the same client, in one run: requests per second on hits and
+//!    misses (target ≥ 10×), added latency (hits: p99 ≤ 1 ms), upstream calls per burst of 50
+//!    identical requests (target 1). About four minutes, two of them LiteLLM's; `--only
+//!    gateway` runs it alone.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
 //!
-//! Run it with `cargo run --release -p baton-bench` (about 45 seconds on two cores, 5 to 7 of
-//! them PostgreSQL's, 5 the import's, 4 the token counts' and 15 the compaction section's, 12 of
-//! those the peer script's; the first run also spends about ten seconds creating the peer's
-//! virtual environment).
+//! Run it with `cargo run --release -p baton-bench` (about five minutes on two cores, four of
+//! them the gateway section's; the first run also spends a few minutes creating the peers'
+//! virtual environment, with LiteLLM).
 //! `--quick` runs every measurement at a small size (the CI smoke test, about five seconds even
 //! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
 //! object with every figure as the last line of output. The process exits 0 whether figures
@@ -102,6 +108,7 @@ use tokio::runtime::Runtime;
 
 mod cache;
 mod compaction;
+mod gateway;
 mod import;
 mod ledger;
 mod pg_ledger;
@@ -145,8 +152,9 @@ fn main() -> ExitCode {
 struct Args {
     quick: bool,
     json: bool,
-    /// Hidden: `--only pg_ledger` runs section 11 alone (to measure it without the others).
-    only_pg_ledger: bool,
+    /// Hidden: `--only pg_ledger` or `--only gateway` runs section 11 or 12 alone (to measure
+    /// it without the others).
+    only: Option<&'static str>,
 }
 
 /// `Ok(None)` asks for the help text.
@@ -154,13 +162,20 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
     let mut parsed = Args {
         quick: false,
         json: false,
-        only_pg_ledger: false,
+        only: None,
     };
     let mut args = args;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => parsed.quick = true,
-            "--only" if args.next().as_deref() == Some("pg_ledger") => parsed.only_pg_ledger = true,
+            "--only" => {
+                let section = args.next().unwrap_or_default();
+                parsed.only = Some(match section.as_str() {
+                    "pg_ledger" => "pg_ledger",
+                    "gateway" => "gateway",
+                    _ => return Err(format!("--only {section:?}: expected pg_ledger or gateway")),
+                });
+            }
             "--json" => parsed.json = true,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}")),
@@ -389,8 +404,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
     out.flush()?;
 
     let mut report = Report::default();
-    if args.only_pg_ledger {
-        pg_ledger::section(args.quick, &mut report, &mut out)?;
+    match args.only {
+        Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
+        Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
+        _ => {}
+    }
+    if args.only.is_some() {
         return print_table(&report, &mut out);
     }
     batch_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
@@ -404,6 +423,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
     pg_ledger::section(args.quick, &mut report, &mut out)?;
+    gateway::section(dir.path(), args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;
