@@ -71,13 +71,14 @@
 //!    dangling `tool_use` the cut made (ours: target 0). A peer that cannot run is skipped with
 //!    one `peer: skipped (…)` line; `--quick` skips it and runs ours on one session. A missing
 //!    corpus skips (a) and (c) with one line each.
-//! 9.–11. **Cache, SQLite ledger, PostgreSQL ledger** (issues 7, 8, 3; modules `cache`,
-//!    `ledger`, `pg_ledger`): each module's docs say what it measures and against what.
+//! 9. **Cache** (issue 7; module `cache`), 10. **SQLite ledger** (issue 8; module `ledger`),
+//!    11. **PostgreSQL ledger** (issue 3; module `pg_ledger`): each module's docs say what it
+//!    measures and against what.
 //! 12. **Gateway** (issue 9; module `gateway`): baton's gateway against the LiteLLM proxy on
-//!    the same mock upstream with the same client, in one run: requests per second on hits and
-//!    misses (target ≥ 10×), added latency (hits: p99 ≤ 1 ms), upstream calls per burst of 50
-//!    identical requests (target 1). About four minutes, two of them LiteLLM's; `--only
-//!    gateway` runs it alone.
+//!     the same mock upstream with the same client, in one run: requests per second on hits
+//!     and misses (target ≥ 10×), added latency (hits: p99 ≤ 1 ms), upstream calls per burst
+//!     of 50 identical requests (target 1). About four minutes, two of them LiteLLM's;
+//!     `--only gateway` runs it alone.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
