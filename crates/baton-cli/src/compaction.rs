@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use baton_compact::audit::{Retention, Share};
-use baton_compact::config::CompactionConfig;
+use baton_compact::config::{CompactionConfig, Overrides};
 use baton_compact::growth::{Growth, svg};
 use baton_compact::replay::{Replay, ReplayReport, replay};
-use baton_compact::strategies::{Budget, ClearToolResults, Sliding, Structured, Summarize};
+use baton_compact::strategies::{Budget, Structured, Summarize};
 use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
 use baton_core::{RunId, Seq};
@@ -68,57 +68,16 @@ pub(crate) fn configure(
             .get_or_insert_with(Structured::default)
             .threshold = budget;
     }
-    if let Some(n) = opts.keep_last {
-        config
-            .sliding
-            .get_or_insert_with(Sliding::default)
-            .keep_last = n;
-    }
-    if let Some(n) = opts.max_tokens {
-        config.budget.get_or_insert_with(Budget::default).max_tokens = n;
-    }
-    if let Some(n) = opts.target_tokens {
-        config
-            .budget
-            .get_or_insert_with(Budget::default)
-            .target_tokens = Some(n);
-    }
-    if let Some(n) = opts.keep_recent {
-        config
-            .clear_tool_results
-            .get_or_insert_with(ClearToolResults::default)
-            .keep_recent = n;
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .keep_recent = n;
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .keep_recent = n;
-    }
-    if let Some(n) = opts.min_tokens {
-        config
-            .clear_tool_results
-            .get_or_insert_with(ClearToolResults::default)
-            .min_tokens = n;
-    }
-    if let Some(n) = opts.threshold {
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .threshold = n;
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .threshold = n;
-    }
-    if let Some(text) = &opts.instructions {
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .instructions = Some(text.clone());
-    }
+    config.apply(&Overrides {
+        keep_last: opts.keep_last,
+        max_tokens: opts.max_tokens,
+        target_tokens: opts.target_tokens,
+        keep_recent: opts.keep_recent,
+        min_tokens: opts.min_tokens,
+        threshold: opts.threshold,
+        keep_tokens: None,
+        instructions: opts.instructions.clone(),
+    });
     let prices_file = opts.prices.as_deref().or(file.prices.as_deref());
     let prices = match prices_file {
         Some(path) => load_prices(path)?,

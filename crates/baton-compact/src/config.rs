@@ -200,3 +200,79 @@ impl CompactionConfig {
         })
     }
 }
+
+/// Settings given on top of a configuration (command-line flags, an API request's fields), each
+/// applied to every strategy it concerns; `None` leaves the configuration's value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// `sliding`: how many recent messages to keep.
+    pub keep_last: Option<usize>,
+    /// `budget`: the most tokens the context may hold.
+    pub max_tokens: Option<u64>,
+    /// `budget`: what it cuts down to once over.
+    pub target_tokens: Option<u64>,
+    /// `clear-tool-results`, `summarize`, `structured`: recent messages kept whole.
+    pub keep_recent: Option<usize>,
+    /// `clear-tool-results`: the smallest result it clears.
+    pub min_tokens: Option<u32>,
+    /// `summarize`, `structured`: the context size that triggers them.
+    pub threshold: Option<u64>,
+    /// `summarize`, `structured`: the recent tokens kept whole.
+    pub keep_tokens: Option<u64>,
+    /// `summarize`: instructions for the summarizer.
+    pub instructions: Option<String>,
+}
+
+impl CompactionConfig {
+    /// Applies `o` on top of this configuration.
+    pub fn apply(&mut self, o: &Overrides) {
+        if let Some(n) = o.keep_last {
+            self.sliding.get_or_insert_with(Sliding::default).keep_last = n;
+        }
+        if let Some(n) = o.max_tokens {
+            self.budget.get_or_insert_with(Budget::default).max_tokens = n;
+        }
+        if let Some(n) = o.target_tokens {
+            self.budget
+                .get_or_insert_with(Budget::default)
+                .target_tokens = Some(n);
+        }
+        if let Some(n) = o.keep_recent {
+            self.clear_tool_results
+                .get_or_insert_with(ClearToolResults::default)
+                .keep_recent = n;
+            self.summarize
+                .get_or_insert_with(Summarize::default)
+                .keep_recent = n;
+            self.structured
+                .get_or_insert_with(Structured::default)
+                .keep_recent = n;
+        }
+        if let Some(n) = o.min_tokens {
+            self.clear_tool_results
+                .get_or_insert_with(ClearToolResults::default)
+                .min_tokens = n;
+        }
+        if let Some(n) = o.threshold {
+            self.summarize
+                .get_or_insert_with(Summarize::default)
+                .threshold = n;
+            self.structured
+                .get_or_insert_with(Structured::default)
+                .threshold = n;
+        }
+        if let Some(n) = o.keep_tokens {
+            self.summarize
+                .get_or_insert_with(Summarize::default)
+                .keep_tokens = Some(n);
+            self.structured
+                .get_or_insert_with(Structured::default)
+                .keep_tokens = Some(n);
+        }
+        if let Some(text) = &o.instructions {
+            self.summarize
+                .get_or_insert_with(Summarize::default)
+                .instructions = Some(text.clone());
+        }
+    }
+}

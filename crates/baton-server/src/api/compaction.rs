@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use baton_compact::config::CompactionConfig;
-use baton_compact::strategies::{Budget, ClearToolResults, Sliding, Structured, Summarize};
+use baton_compact::config::{CompactionConfig, Overrides};
 use baton_compact::{Compaction, Offline};
 use baton_core::prices::PriceTable;
 use baton_core::{RunId, Seq, SummaryId, TenantId};
@@ -223,67 +222,16 @@ impl CompactionReport {
 /// The compaction configuration `body` describes, checked, mirroring `baton compact`'s flags.
 fn configure(body: &CompactRequest) -> Result<CompactionConfig, Problem> {
     let mut config = CompactionConfig::named(body.strategy.as_str());
-    if let Some(n) = body.keep_last {
-        config
-            .sliding
-            .get_or_insert_with(Sliding::default)
-            .keep_last = n;
-    }
-    if let Some(n) = body.max_tokens {
-        config.budget.get_or_insert_with(Budget::default).max_tokens = n;
-    }
-    if let Some(n) = body.target_tokens {
-        config
-            .budget
-            .get_or_insert_with(Budget::default)
-            .target_tokens = Some(n);
-    }
-    if let Some(n) = body.keep_recent {
-        config
-            .clear_tool_results
-            .get_or_insert_with(ClearToolResults::default)
-            .keep_recent = n;
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .keep_recent = n;
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .keep_recent = n;
-    }
-    if let Some(n) = body.min_tokens {
-        config
-            .clear_tool_results
-            .get_or_insert_with(ClearToolResults::default)
-            .min_tokens = n;
-    }
-    if let Some(n) = body.threshold {
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .threshold = n;
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .threshold = n;
-    }
-    if let Some(n) = body.keep_tokens {
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .keep_tokens = Some(n);
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .keep_tokens = Some(n);
-    }
-    if let Some(text) = &body.instructions {
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .instructions = Some(text.clone());
-    }
+    config.apply(&Overrides {
+        keep_last: body.keep_last,
+        max_tokens: body.max_tokens,
+        target_tokens: body.target_tokens,
+        keep_recent: body.keep_recent,
+        min_tokens: body.min_tokens,
+        threshold: body.threshold,
+        keep_tokens: body.keep_tokens,
+        instructions: body.instructions.clone(),
+    });
     if let Some(n) = body.min_context_tokens {
         config.trigger.min_context_tokens = n;
     }
