@@ -1125,70 +1125,7 @@ fn peer_figures(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The peer's Python
-
-/// Where the peer's virtual environment lives.
-fn venv_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("BATON_BENCH_PEERS_VENV").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    match std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        Some(cache) => PathBuf::from(cache).join("baton-peers-venv"),
-        None => PathBuf::from("/tmp/baton-peers-venv"),
-    }
-}
-
-/// Runs `cmd`, its output captured; the error is its last line of stderr.
-fn quietly(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let output = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{what}: {e}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    Err(format!("{what}: {}: {}", output.status, last.trim()))
-}
-
-/// The venv's Python with `langchain-core` importable, made (once) when missing.
-fn peer_python() -> Result<PathBuf, String> {
-    let venv = venv_dir();
-    let python = venv.join("bin").join("python");
-    let has_langchain = |python: &Path| {
-        quietly(
-            Command::new(python).args(["-c", "import langchain_core"]),
-            "import langchain_core",
-        )
-    };
-    if has_langchain(&python).is_ok() {
-        return Ok(python);
-    }
-    if !python.exists() {
-        quietly(
-            Command::new("python3").arg("-m").arg("venv").arg(&venv),
-            &format!("python3 -m venv {}", venv.display()),
-        )?;
-    }
-    quietly(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "langchain-core",
-        ]),
-        "pip install langchain-core",
-    )?;
-    has_langchain(&python)?;
-    Ok(python)
-}
+// The peer script
 
 /// Runs the peer script with `--runs runs`; its JSON, or why it could not.
 fn run_peer(dir: &Path, runs: usize) -> Result<Value, String> {
@@ -1196,7 +1133,7 @@ fn run_peer(dir: &Path, runs: usize) -> Result<Value, String> {
     if !script.is_file() {
         return Err(format!("peer script not found at {PEER_SCRIPT}"));
     }
-    let python = peer_python()?;
+    let python = crate::peers::python_with("langchain_core", "langchain-core")?;
     let stdout_path = dir.join("peer-trim.json");
     let stderr_path = dir.join("peer-trim.err");
     let stdout = std::fs::File::create(&stdout_path).map_err(|e| e.to_string())?;

@@ -33,7 +33,7 @@
 //! LiteLLM skips its side with one line. `--quick` runs baton's side small and skips LiteLLM.
 
 use std::io::{BufRead as _, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -642,72 +642,9 @@ async fn noop_connection(stream: TcpStream) -> std::io::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // LiteLLM's side
 
-/// Where the peers' virtual environment lives (as the compaction section has it).
-fn venv_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("BATON_BENCH_PEERS_VENV").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    match std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        Some(cache) => PathBuf::from(cache).join("baton-peers-venv"),
-        None => PathBuf::from("/tmp/baton-peers-venv"),
-    }
-}
-
-/// Runs `cmd`, its output captured; the error is its last line of stderr.
-fn quietly(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let output = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{what}: {e}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    Err(format!("{what}: {}: {}", output.status, last.trim()))
-}
-
-/// The venv's Python with the LiteLLM proxy importable, installed (once) when missing.
-fn peer_python() -> Result<PathBuf, String> {
-    let venv = venv_dir();
-    let python = venv.join("bin").join("python");
-    let has_proxy = |python: &Path| {
-        quietly(
-            Command::new(python).args(["-c", "import litellm, fastapi, uvicorn, backoff"]),
-            "import litellm",
-        )
-    };
-    if has_proxy(&python).is_ok() {
-        return Ok(python);
-    }
-    if !python.exists() {
-        quietly(
-            Command::new("python3").arg("-m").arg("venv").arg(&venv),
-            &format!("python3 -m venv {}", venv.display()),
-        )?;
-    }
-    quietly(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "litellm[proxy]",
-        ]),
-        "pip install litellm[proxy]",
-    )?;
-    has_proxy(&python)?;
-    Ok(python)
-}
-
 /// Runs the LiteLLM peer; its JSON, or why it could not.
 fn run_peer(peers: &Path, sizes: Sizes) -> Result<Value, String> {
-    let python = peer_python()?;
+    let python = crate::peers::python_with("litellm, fastapi, uvicorn, backoff", "litellm[proxy]")?;
     let bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path)))

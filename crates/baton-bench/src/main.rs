@@ -112,6 +112,7 @@ mod compaction;
 mod gateway;
 mod import;
 mod ledger;
+mod peers;
 mod pg_ledger;
 mod postgres;
 mod tokens;
