@@ -151,46 +151,9 @@ fn range(args: &DuplicatesArgs) -> anyhow::Result<(Timestamp, Timestamp)> {
 
 /// A UTC day `YYYY-MM-DD` as the millisecond its midnight is.
 fn parse_day(text: &str, flag: &str) -> anyhow::Result<Timestamp> {
-    let bad = || InvalidInput(format!("{flag} {text:?}: expected a day as YYYY-MM-DD"));
-    let parts: Vec<&str> = text.split('-').collect();
-    let [y, m, d] = parts.as_slice() else {
-        return Err(bad().into());
-    };
-    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
-        return Err(bad().into());
-    }
-    let (y, m, d): (i64, i64, i64) = (
-        y.parse().map_err(|_| bad())?,
-        m.parse().map_err(|_| bad())?,
-        d.parse().map_err(|_| bad())?,
-    );
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in_month = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month[(m - 1) as usize] {
-        return Err(bad().into());
-    }
-    // Days from civil (H. Hinnant's algorithm), proleptic Gregorian, UTC.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Ok(Timestamp(days * DAY_MS))
+    Timestamp::from_day(text).ok_or_else(|| {
+        InvalidInput(format!("{flag} {text:?}: expected a day as YYYY-MM-DD")).into()
+    })
 }
 
 /// Every tool call of the tenant's runs. An imported run's calls are dated by when its source

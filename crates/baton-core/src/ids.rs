@@ -130,6 +130,36 @@ impl Timestamp {
         Timestamp(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
     }
 
+    /// The UTC midnight that starts the day `YYYY-MM-DD` (four, two and two digits; proleptic
+    /// Gregorian), or `None` for anything else, including a month or day that does not exist.
+    pub fn from_day(text: &str) -> Option<Self> {
+        let parts: Vec<&str> = text.split('-').collect();
+        let [y, m, d] = parts.as_slice() else {
+            return None;
+        };
+        let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(y, 4) || !digits(m, 2) || !digits(d, 2) {
+            return None;
+        }
+        let (y, m, d): (i64, i64, i64) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
+        let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let february = if leap { 29 } else { 28 };
+        let days_in_month = [31, february, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+        let month_days = *days_in_month.get(usize::try_from(m - 1).ok()?)?;
+        if !(1..=month_days).contains(&d) {
+            return None;
+        }
+        // Days from civil (H. Hinnant's algorithm), proleptic Gregorian, UTC.
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (m + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        Some(Timestamp(days * 86_400_000))
+    }
+
     fn to_system_time(self) -> std::time::SystemTime {
         let millis = u64::try_from(self.0).unwrap_or(0);
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis)
@@ -169,6 +199,33 @@ impl<'de> Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_are_their_utc_midnights_and_only_real_days_parse() {
+        assert_eq!(Timestamp::from_day("1970-01-01"), Some(Timestamp(0)));
+        assert_eq!(
+            Timestamp::from_day("2026-12-03").map(|t| t.to_string()),
+            Some("2026-12-03T00:00:00.000Z".to_owned())
+        );
+        assert!(Timestamp::from_day("2024-02-29").is_some());
+        assert_eq!(
+            Timestamp::from_day("1969-12-31"),
+            Some(Timestamp(-86_400_000))
+        );
+        for bad in [
+            "",
+            "2023-02-29",
+            "2026-13-01",
+            "2026-00-10",
+            "2026-04-31",
+            "2026-1-01",
+            "+202-01-01",
+            "2026-01-01T00",
+            "20260101",
+        ] {
+            assert_eq!(Timestamp::from_day(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn ids_reject_empty_long_and_odd_characters() {

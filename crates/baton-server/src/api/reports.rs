@@ -302,55 +302,13 @@ fn range(query: &DuplicatesQuery) -> Result<(Timestamp, Timestamp), Problem> {
 
 /// A UTC day `YYYY-MM-DD` (years 1970 to 9999) as the millisecond its midnight is.
 fn parse_day(text: &str, what: &str) -> Result<Timestamp, Problem> {
-    let bad = || {
-        Problem::bad_request(format!(
-            "{what} {text:?}: expected a day as YYYY-MM-DD, from 1970-01-01 to 9999-12-31"
-        ))
-    };
-    let parts: Vec<&str> = text.split('-').collect();
-    let [y, m, d] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(y, 4) || !digits(m, 2) || !digits(d, 2) {
-        return Err(bad());
-    }
-    let (y, m, d): (i64, i64, i64) = (
-        y.parse().map_err(|_| bad())?,
-        m.parse().map_err(|_| bad())?,
-        d.parse().map_err(|_| bad())?,
-    );
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in_month = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    let month_days = usize::try_from(m - 1)
-        .ok()
-        .and_then(|i| days_in_month.get(i))
-        .copied();
-    if y < 1970 || !month_days.is_some_and(|n| (1..=n).contains(&d)) {
-        return Err(bad());
-    }
-    // Days from civil (H. Hinnant's algorithm), proleptic Gregorian, UTC.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Ok(Timestamp(days * DAY_MS))
+    Timestamp::from_day(text)
+        .filter(|t| t.0 >= 0)
+        .ok_or_else(|| {
+            Problem::bad_request(format!(
+                "{what} {text:?}: expected a day as YYYY-MM-DD, from 1970-01-01 to 9999-12-31"
+            ))
+        })
 }
 
 /// Every tool call of the tenant's runs. An imported run's calls are dated by when its source
