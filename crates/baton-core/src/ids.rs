@@ -160,6 +160,14 @@ impl Timestamp {
         Some(Timestamp(days * 86_400_000))
     }
 
+    /// Parses an RFC 3339 UTC timestamp (`2026-02-11T21:46:25.781Z`, with or without a fraction);
+    /// `None` for anything else or a time before 1970.
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = humantime::parse_rfc3339_weak(text.trim()).ok()?;
+        let millis = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+        i64::try_from(millis).ok().map(Timestamp)
+    }
+
     fn to_system_time(self) -> std::time::SystemTime {
         let millis = u64::try_from(self.0).unwrap_or(0);
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis)
@@ -242,6 +250,16 @@ mod tests {
 
     #[test]
     fn timestamps_round_trip_through_rfc3339() {
+        assert_eq!(
+            Timestamp::parse("2023-11-14T22:13:20.123Z"),
+            Some(Timestamp(1_700_000_000_123))
+        );
+        assert_eq!(
+            Timestamp::parse("2023-11-14T22:13:20Z"),
+            Some(Timestamp(1_700_000_000_000))
+        );
+        assert_eq!(Timestamp::parse("yesterday"), None);
+        assert_eq!(Timestamp::parse("1969-12-31T00:00:00Z"), None);
         let t = Timestamp(1_700_000_000_123);
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(json, "\"2023-11-14T22:13:20.123Z\"");

@@ -6,7 +6,8 @@
 //! - [`context`]: assembling rules, goal, the active summary and the tail into what the next
 //!   model call receives.
 //! - [`Run`], [`Entry`], [`Summary`]: what a store keeps.
-//! - [`tokens`]: the token-counting seam and the byte proxy; [`prices`]: what tokens cost.
+//! - [`tokens`]: the token-counting seam and the byte proxy; [`prices`]: what tokens cost;
+//!   [`usage`]: what a model response cost in tokens, as its provider reported it.
 //!
 //! This crate performs no IO and depends on no async runtime, driver or HTTP crate.
 //!
@@ -27,6 +28,7 @@ pub mod prices;
 mod record;
 pub mod tokens;
 pub mod units;
+pub mod usage;
 
 pub use claim::{Claim, ClaimKind, InvalidCandidate};
 pub use context::{Context, ContextSummary};
