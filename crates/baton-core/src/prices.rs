@@ -171,7 +171,9 @@ mod tests {
             ("gpt-5-mini", 0.25, 0.025, 0.25, 0.25, 2.0),
             ("gpt-5-nano-2025-08-07", 0.05, 0.005, 0.05, 0.05, 0.4),
         ] {
-            let p = table.get(model).unwrap_or_else(|| panic!("{model} has no price"));
+            let p = table
+                .get(model)
+                .unwrap_or_else(|| panic!("{model} has no price"));
             assert_eq!(
                 (
                     p.input,

@@ -7,6 +7,16 @@
 //!   tested on bytes and fuzzed with truncated and corrupted input.
 //! - `formats/`: one module per source format.
 //! - [`redact`]: secrets (API keys, tokens) removed from imported text, counted.
+//! - [`Transcript::settled`] and [`Transcript::settle`]: a session still being written is read
+//!   up to its *last complete unit* (each format's module says what that is), so importing a
+//!   file now and again once it has grown gives what importing it once at the end gives.
+//! - [`Transcript::usage`]: each model response's recorded usage, one [`ImportedUsage`] per
+//!   response with an id that is the same in every file the response is copied into
+//!   ([`baton_core::usage::UsageRecord`]); [`Transcript::estimated_usage`] for formats that
+//!   record none.
+//! - What a run listing shows: [`Transcript::project`], [`Transcript::title`],
+//!   [`Transcript::models`], the source timestamps, [`Transcript::agent_version`]; subagents
+//!   linked both ways ([`Transcript::parent_tool_use_id`], [`Transcript::spawned`]).
 //!
 //! - [`Transcript::to_import`]: a transcript, redacted, as the store imports it
 //!   ([`baton_store::NewImport`]): its source key, origin, messages (each counted by the
@@ -18,6 +28,7 @@ pub mod redact;
 
 use baton_core::tokens::TokenCounter;
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
+use baton_core::usage::UsageRecord;
 use baton_core::{Message, RunId, Seq};
 use baton_store::{NewEntry, NewImport, Origin, SourceCompaction};
 use serde::Serialize;
@@ -107,6 +118,26 @@ pub struct Skipped {
     pub side_branch_messages: usize,
 }
 
+/// One model response's usage, found in a transcript's source.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ImportedUsage {
+    /// The usage, with its identity (see [`UsageRecord::id`]).
+    pub record: UsageRecord,
+    /// The index in [`Transcript::messages`] of the assistant message holding the response,
+    /// or `None` when the response is not one of the transcript's messages (a branch the
+    /// user abandoned by editing an earlier message was still paid for).
+    pub message: Option<usize>,
+}
+
+/// A subagent a transcript's tool call started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Spawn {
+    /// The tool call (`Task`) that started it.
+    pub tool_use_id: String,
+    /// The subagent transcript's [`Transcript::source_session_id`].
+    pub session_id: String,
+}
+
 /// One session read from a file.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Transcript {
@@ -126,6 +157,42 @@ pub struct Transcript {
     pub models: Vec<String>,
     /// What was passed over.
     pub skipped: Skipped,
+    /// How many leading messages can no longer change however the source grows (see the
+    /// module documentation of each format for its *last complete unit*); the rest may still
+    /// be rewritten by a source that is being written. [`Transcript::settle`] keeps only them.
+    pub settled: usize,
+    /// Each model response's usage as the source recorded it, one record per response.
+    pub usage: Vec<ImportedUsage>,
+    /// The project the session worked in (the agent's working directory), when the source
+    /// says.
+    pub project: Option<String>,
+    /// The first instruction the user gave, on one line and cut to [`TITLE_CHARS`] characters.
+    pub title: Option<String>,
+    /// The source agent's version, when the source says.
+    pub agent_version: Option<String>,
+    /// For a subagent, the tool call of its parent that started it, when the source says.
+    pub parent_tool_use_id: Option<String>,
+    /// The subagents this transcript's tool calls started.
+    pub spawned: Vec<Spawn>,
+    /// User messages that were typed while the agent worked (queued), imported among the
+    /// messages.
+    pub queued: usize,
+}
+
+/// How many characters of the first instruction make a [`Transcript::title`].
+pub const TITLE_CHARS: usize = 80;
+
+/// The title made of a user's instruction: its first non-empty line, trimmed, cut to
+/// [`TITLE_CHARS`] characters (with `…` when cut); `None` when it has no text.
+pub fn title_of(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut chars = line.chars();
+    let cut: String = chars.by_ref().take(TITLE_CHARS).collect();
+    if chars.next().is_some() {
+        Some(format!("{}…", cut.trim_end()))
+    } else {
+        Some(cut)
+    }
 }
 
 impl Transcript {
@@ -140,7 +207,29 @@ impl Transcript {
             compactions: Vec::new(),
             models: Vec::new(),
             skipped: Skipped::default(),
+            settled: 0,
+            usage: Vec::new(),
+            project: None,
+            title: None,
+            agent_version: None,
+            parent_tool_use_id: None,
+            spawned: Vec::new(),
+            queued: 0,
         }
+    }
+
+    /// Keeps only what can no longer change: the first [`settled`](Self::settled) messages,
+    /// the compactions placed before the last of them (or at its end with their summary
+    /// written), and the usage of responses among them or off the transcript. Importing a
+    /// source's settled part and later the settled part of the grown source gives the run
+    /// a one-shot import of the grown source gives.
+    pub fn settle(&mut self) {
+        let n = self.settled.min(self.messages.len());
+        self.messages.truncate(n);
+        self.compactions
+            .retain(|c| c.after_messages < n || (c.after_messages == n && c.summary.is_some()));
+        self.usage.retain(|u| u.message.is_none_or(|m| m < n));
+        self.settled = n;
     }
 
     /// The number of tool calls (tool_use blocks) in the transcript.
@@ -258,6 +347,45 @@ impl Transcript {
             })
             .collect();
         (NewImport::new(id, origin, entries, compactions), redactions)
+    }
+
+    /// For a source that records no usage (every format but Claude Code and Codex), an estimate
+    /// of each assistant message's usage, marked [`UsageRecord::estimated`]: the whole
+    /// transcript before it as fresh input (an agent without a prompt cache resends it all) and
+    /// the message itself as output, `tokens[i]` being message `i`'s count (as stored with it).
+    /// Each record's id is `<source key>#<message index>`. Empty when the source has usage of
+    /// its own.
+    pub fn estimated_usage(&self, tokens: &[u32], source_key: &str) -> Vec<ImportedUsage> {
+        if !self.usage.is_empty() {
+            return Vec::new();
+        }
+        let mut context: u64 = 0;
+        let mut out = Vec::new();
+        for (i, (m, &n)) in self.messages.iter().zip(tokens).enumerate() {
+            if m.message.role == baton_core::Role::Assistant {
+                out.push(ImportedUsage {
+                    record: UsageRecord {
+                        id: format!("{source_key}#{i}"),
+                        model: m.model.clone(),
+                        response_id: None,
+                        request_id: None,
+                        at: m
+                            .timestamp
+                            .as_deref()
+                            .and_then(baton_core::Timestamp::parse),
+                        usage: baton_core::usage::Usage {
+                            input: context,
+                            output: u64::from(n),
+                            ..baton_core::usage::Usage::default()
+                        },
+                        estimated: true,
+                    },
+                    message: Some(i),
+                });
+            }
+            context += u64::from(n);
+        }
+        out
     }
 
     /// The tool-pairing problems the transcript would have as a run (seqs from 1): orphan

@@ -21,6 +21,11 @@
 //!   at its ends trimmed). Text before a session's first user line is not chat (the website
 //!   examples' introductions) and is skipped.
 //!
+//! A session with no message (aider started and quit) yields no transcript; the others keep
+//! their place in the file as `index`. aider appends to the file as the chat goes, so the last
+//! complete unit is every message except a last session's closing assistant reply, which may
+//! still be streaming ([`Transcript::settled`]).
+//!
 //! The trailing two spaces aider writes after `####` and `>` lines (a Markdown line break) are
 //! removed. Prefixes are matched on every line, inside code fences too, as aider writes them.
 //! A Jekyll front matter block (`---` … `---`) at the top of the file is skipped, and in such a
@@ -103,6 +108,22 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
             "no aider session: no \"# aider chat started at\" header and no \"####\" or \">\" lines",
         ));
     }
+    let last = out.len() - 1;
+    for (k, t) in out.iter_mut().enumerate() {
+        let n = t.messages.len();
+        let streaming = k == last
+            && t.messages
+                .last()
+                .is_some_and(|m| m.message.role == Role::Assistant);
+        t.settled = if streaming { n - 1 } else { n };
+        t.title = t
+            .messages
+            .iter()
+            .filter(|m| m.message.role == Role::User)
+            .find_map(|m| crate::title_of(&m.message.plain_text()));
+    }
+    // A session started and left without a word (aider opened and closed) is no transcript.
+    out.retain(|t| !t.messages.is_empty());
     Ok(out)
 }
 
@@ -340,6 +361,27 @@ mod tests {
             .iter()
             .map(|m| (m.message.role, m.message.plain_text()))
             .collect()
+    }
+
+    // issue 17: 150 empty aider runs were created.
+    #[test]
+    fn r17_an_empty_session_is_no_transcript_and_a_last_reply_may_still_stream() {
+        let md = "\
+# aider chat started at 2024-08-05 19:33:02
+
+# aider chat started at 2024-08-05 19:40:00
+
+#### hello
+
+Hi there
+";
+        let ts = parse(md.as_bytes()).unwrap();
+        assert_eq!(ts.len(), 1);
+        assert_eq!(ts[0].index, 1);
+        assert_eq!(ts[0].title.as_deref(), Some("hello"));
+        assert_eq!((ts[0].messages.len(), ts[0].settled), (2, 1));
+        let ts = parse(b"# aider chat started at 2024-08-05 19:33:02\n").unwrap();
+        assert!(ts.is_empty());
     }
 
     #[test]

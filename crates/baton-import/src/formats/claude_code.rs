@@ -4,58 +4,111 @@
 //!
 //! What is read:
 //! - `user` and `assistant` lines carry an Anthropic-shaped `message`, read by
-//!   [`baton_wire::anthropic::parse_message`]. Every other line type (`progress`, `system`,
-//!   `summary`, `file-history-snapshot`, `queue-operation`, `attachment`, and any new one) is
-//!   passed over and counted in [`Skipped::non_message_lines`], wherever it sits in the tree.
-//! - **The main branch.** The tip is the last message line in file order (the last one with
-//!   `isSidechain` not true, when the file has any: older versions write subagent runs into the
-//!   main file as sidechain roots). The main branch is the tip's chain of ancestors; a
-//!   `compact_boundary` (a `system` line whose `parentUuid` is null) is crossed through its
-//!   `logicalParentUuid`, and a parent absent from the file (a subagent pointing into its
-//!   parent session) ends the chain.
+//!   [`baton_wire::anthropic::parse_message`]. `queue-operation` lines are read as described
+//!   under *Queued messages*. Every other line type (`progress`, `system`, `summary`,
+//!   `file-history-snapshot`, `attachment`, and any new one) is passed over and counted in
+//!   [`Skipped::non_message_lines`], wherever it sits in the tree.
+//! - **The main branch.** The tip is the last message line in file order that is not a
+//!   sidechain line (`isSidechain` not true); in a subagent file, where every line is one, the
+//!   last message line. The main branch is the tip's chain of ancestors; a `compact_boundary`
+//!   (a `system` line whose `parentUuid` is null) is crossed through its `logicalParentUuid`,
+//!   and a parent absent from the file (a subagent pointing into its parent session) ends the
+//!   chain.
 //! - **Parallel tool calls.** Claude Code writes one line per content block of a streamed
 //!   response, and for parallel calls each tool result hangs off the piece holding its
 //!   `tool_use`, so the chain alone would miss pieces and results. Lines off the chain are taken
-//!   back onto the main branch when they are assistant pieces of a response (`message.id`)
-//!   already on it, or user lines whose every `tool_result` answers a call on it that has no
-//!   result yet, repeated until nothing changes.
-//! - **Side branches.** The remaining message lines are grouped by the topmost off-branch
-//!   ancestor they hang from; [`Skipped::side_branches`] counts the groups and
-//!   [`Skipped::side_branch_messages`] their message lines. Two kinds land there, told apart
-//!   only by `isSidechain`: a branch a user abandoned by editing an earlier message (a second
-//!   child of a main-branch line), and a **subagent run written into the main file**. Claude
-//!   Code 1.0.x writes each `Task` run inline, between the `Task` call and its result, as its
-//!   own chain of `isSidechain: true` lines whose root has `parentUuid: null`; nothing points
-//!   from the main branch to it (the root's text is the call's `input.prompt`, and the result
-//!   line's `toolUseResult.totalToolUseCount` counts the run's calls). Each run is one group and
-//!   its calls are not the main conversation's: a 437-line 1.0.98 session with 167 `tool_use`
-//!   blocks has 11 on the main branch and 156 in five runs. Otherwise a `parentUuid: null`
-//!   line is, in every file seen, the session's first line or a `compact_boundary`: `--resume`
-//!   starts a new file that carries the history over, so the main branch is not stitched from
-//!   one root into an earlier chain. A leading `summary` line's `leafUuid` may name a line of
-//!   another file.
-//! - **Streaming.** Main-branch assistant lines sharing a `message.id` become one message, at
-//!   the place of the first piece, blocks concatenated in file order; tool results written
+//!   back onto the branch when they are assistant pieces of a response (`message.id`) already
+//!   on it, or user lines whose every `tool_result` answers a call on it that has no result yet,
+//!   repeated until nothing changes.
+//! - **Inline subagents.** Claude Code 1.0.x writes each `Task` run into the main file, between
+//!   the `Task` call and its result, as its own chain of sidechain lines whose root has
+//!   `parentUuid: null` (the root's text is the call's `input.prompt`). In a main file every
+//!   sidechain line belongs to the run of its topmost sidechain ancestor, and each run is a
+//!   transcript of its own (`index` 1, 2, … in the order the runs start), with
+//!   `source_session_id` `<sessionId>/sidechain-<root uuid>`, `parent_session_id` the session,
+//!   and `parent_tool_use_id` the first earlier call of the main branch, not yet matched, whose
+//!   `input.prompt` is the root's text. The main transcript lists them in
+//!   [`Transcript::spawned`], beside the file-based subagents its results name
+//!   (`toolUseResult.agentId`, session `<sessionId>/agent-<agentId>`).
+//! - **Side branches.** The remaining message lines of a transcript (a branch the user abandoned
+//!   by editing an earlier message) are grouped by the topmost off-branch ancestor they hang
+//!   from; [`Skipped::side_branches`] counts the groups and [`Skipped::side_branch_messages`]
+//!   their message lines. A `parentUuid: null` line that is not a sidechain is, in every file
+//!   seen, the session's first line or a `compact_boundary`: `--resume` starts a new file that
+//!   carries the history over.
+//! - **Streaming.** Assistant lines of one transcript sharing a `message.id` become one message,
+//!   at the place of the first piece, blocks concatenated in file order; tool results written
 //!   between the pieces therefore follow every `tool_use` they answer.
 //! - **Compaction.** A `compact_boundary` on the main branch, and the `isCompactSummary: true`
 //!   user line after it, become one [`CompactionEvent`] (summary = that line's text,
-//!   `after_messages` = messages before it), not a message. A summary line without a boundary
-//!   is an event of its own.
-//! - **Identity.** `source_session_id` is the tip's `sessionId`. In a subagent file (the tip is
-//!   a sidechain line) `sessionId` names the parent session, so it becomes `parent_session_id`
-//!   and the transcript's own id is `<sessionId>/agent-<agentId>` (none without `agentId`).
-//!   Models are the main branch's `message.model` values other than `<synthetic>`.
+//!   `after_messages` = messages before it), not a message: a summary Claude Code logs as a
+//!   user message is not user input. A summary line without a boundary is an event of its own.
+//! - **Queued messages.** What the user types while the agent works is logged as
+//!   `queue-operation` lines: `enqueue` (with the text), then `dequeue` (delivered as a user
+//!   line of its own, which follows and is read as any user line) or `remove` (delivered into
+//!   the running turn, logged nowhere else). Enqueued texts wait in order; a later user line of
+//!   the main branch with the same text delivers the first such one, and `dequeue`/`remove`
+//!   deliver the oldest. A removed text becomes a user message at the point of its `remove`
+//!   line, moved past the tool results that follow there so no call is separated from its
+//!   result; a text never delivered becomes one at its `enqueue` line. A queued slash command
+//!   (`/mcp`) is run by Claude Code, which logs its own lines, and is not a message. Each
+//!   queued text becomes at most one message; [`Transcript::queued`] counts them.
+//! - **Identity and metadata.** `source_session_id` is the tip's `sessionId`. In a subagent file
+//!   (the tip is a sidechain line) `sessionId` names the parent session, so it becomes
+//!   `parent_session_id` and the transcript's own id is `<sessionId>/agent-<agentId>` (none
+//!   without `agentId`). Models are the branch's `message.model` values other than
+//!   `<synthetic>`. `project` is the first `cwd`, `agent_version` the first `version`, `title`
+//!   the first user line that is input (not `isMeta`, not a tool result, not a summary, not a
+//!   `<command…>`/`<local-command…>`/`<system-reminder>` wrapper; for an inline subagent its
+//!   prompt).
+//! - **Usage.** Every assistant line with `message.usage` reports its response's usage; a
+//!   streamed response repeats it on each piece with the output count growing, so the last row
+//!   per `message.id` + `requestId` is kept (per `message.id` when the line has no
+//!   `requestId`; per line when it has no `message.id`). Its [`UsageRecord::id`] is
+//!   `claude-code:<message.id>:<requestId>` (or `claude-code:<message.id>`), the same in
+//!   every file the response is copied into. `cache_creation.ephemeral_5m_input_tokens` and
+//!   `ephemeral_1h_input_tokens` split the writes (all 5-minute when absent). A record belongs
+//!   to the transcript whose lines hold it (an abandoned branch's to the main one, with no
+//!   message); a `<synthetic>` response with no tokens is no record.
+//!
+//! **The last complete unit** ([`Transcript::settled`]). A file being written can end anywhere;
+//! a line is read once its JSON object is whole (an unterminated last line that does not parse
+//! is dropped and counted). What the file holds so far can still change in three ways, and the
+//! settled messages stop before the first message that can:
+//! - a streamed response gains pieces until it is *closed*: its last piece has a `stop_reason`,
+//!   or a later line (anywhere in the file) is an assistant line of another response, a user
+//!   line holding no tool result, or a `system` line of subtype `turn_duration`,
+//!   `stop_hook_summary` or `compact_boundary`. Tool results do not close it: Claude Code runs
+//!   tools while the response still streams. An assistant line without `message.id` is closed
+//!   at once.
+//! - a queued text not yet delivered may still become a message at its `enqueue` point.
+//! - a queued message with nothing after it moves past tool results still to come while a call
+//!   before it is unanswered.
+//!
+//! A tool call without its result is settled: its result, when written, comes after it.
+//! Compactions are settled when placed before a settled message or, at the end, with their
+//! summary. So importing the settled part of a cut file, and later of the whole file, gives what
+//! importing the whole file's settled part at once gives (a test walks every line cut of the
+//! corpus). A session's last response is closed only when something follows it; an importer
+//! that knows the file is finished (no longer written) takes the whole transcript.
 //!
 //! A line that is not a JSON object is an error naming the line, except a last line with no
-//! terminating newline: that is a line still being written, and is dropped (counted as a
-//! non-message line). A file without message lines yields no transcript.
+//! terminating newline (see above). A file without message lines yields no transcript.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
 
-use baton_core::Message;
+use baton_core::usage::{Usage, UsageRecord};
+use baton_core::{ContentBlock, Message, Role, Timestamp};
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::{CompactionEvent, Error, Format, ImportedMessage, Skipped, Transcript};
+use crate::{
+    CompactionEvent, Error, Format, ImportedMessage, ImportedUsage, Skipped, Spawn, Transcript,
+    title_of,
+};
 
 /// Line types Claude Code writes; used by [`sniff`].
 const KNOWN_TYPES: [&str; 8] = [
@@ -74,6 +127,9 @@ const MARKER_KEYS: [&str; 5] = ["sessionId", "uuid", "parentUuid", "leafUuid", "
 
 /// How many leading non-empty lines [`sniff`] looks at.
 const SNIFF_LINES: usize = 5;
+
+/// `system` subtypes written when a turn ends, which close the response before them.
+const TURN_END: [&str; 3] = ["turn_duration", "stop_hook_summary", "compact_boundary"];
 
 /// Whether `bytes` look like a Claude Code session: one of the first non-empty lines is a JSON
 /// object with a known `type` and a threading or session key.
@@ -94,193 +150,858 @@ pub fn sniff(bytes: &[u8]) -> bool {
         })
 }
 
-/// One line of the file that has a JSON object.
-struct Line {
-    obj: Map<String, Value>,
-    /// The parsed message, for `user`/`assistant` lines.
-    message: Option<Message>,
+/// A string field, or `None` when it is absent, null or not a string (a field of another type
+/// is passed over, as an unknown field would be, rather than failing the line).
+#[derive(Default)]
+struct Str<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Some(Cow::Owned(v))))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok(Str(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Str(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Str(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
-impl Line {
-    fn str(&self, key: &str) -> Option<&str> {
-        self.obj.get(key).and_then(Value::as_str)
+impl Str<'_> {
+    fn get(&self) -> Option<&str> {
+        self.0.as_deref()
     }
+}
 
-    fn flag(&self, key: &str) -> bool {
-        self.obj.get(key).and_then(Value::as_bool).unwrap_or(false)
+/// `true` only for JSON `true`; any other value is false.
+#[derive(Default)]
+struct Flag(bool);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Flag(matches!(Value::deserialize(d)?, Value::Bool(true))))
     }
+}
 
-    fn kind(&self) -> &str {
-        self.str("type").unwrap_or("")
-    }
+/// The fields of a line baton reads; everything else is skipped without being built.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Str<'a>,
+    #[serde(default, borrow)]
+    uuid: Str<'a>,
+    #[serde(default, borrow)]
+    parent_uuid: Str<'a>,
+    #[serde(default, borrow)]
+    logical_parent_uuid: Str<'a>,
+    #[serde(default, borrow)]
+    session_id: Str<'a>,
+    #[serde(default, borrow)]
+    agent_id: Str<'a>,
+    #[serde(default)]
+    is_sidechain: Flag,
+    #[serde(default)]
+    is_meta: Flag,
+    #[serde(default)]
+    is_compact_summary: Flag,
+    #[serde(default, borrow)]
+    timestamp: Str<'a>,
+    #[serde(default, borrow)]
+    request_id: Str<'a>,
+    #[serde(default, borrow)]
+    cwd: Str<'a>,
+    #[serde(default, borrow)]
+    version: Str<'a>,
+    #[serde(default, borrow)]
+    subtype: Str<'a>,
+    #[serde(default, borrow)]
+    operation: Str<'a>,
+    #[serde(default, borrow)]
+    content: Str<'a>,
+    #[serde(default)]
+    message: Option<Value>,
+    #[serde(default, borrow)]
+    tool_use_result: Option<&'a RawValue>,
+}
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    User,
+    Assistant,
+    System,
+    Queue,
+    Other,
+}
+
+/// One line of the file that has a JSON object.
+struct Line<'a> {
+    kind: Kind,
+    uuid: Option<Cow<'a, str>>,
+    /// `parentUuid`, or a boundary's `logicalParentUuid`.
+    parent: Option<Cow<'a, str>>,
+    session: Option<Cow<'a, str>>,
+    agent: Option<Cow<'a, str>>,
+    sidechain: bool,
+    meta: bool,
+    compact_summary: bool,
+    timestamp: Option<Cow<'a, str>>,
+    request_id: Option<Cow<'a, str>>,
+    cwd: Option<Cow<'a, str>>,
+    version: Option<Cow<'a, str>>,
+    subtype: Option<Cow<'a, str>>,
+    operation: Option<Cow<'a, str>>,
+    /// A `queue-operation` line's text.
+    queued: Option<Cow<'a, str>>,
+    /// The parsed message, for `user`/`assistant` lines.
+    message: Option<Message>,
+    /// For assistant lines: `message.id`, `message.model`, whether `stop_reason` is set, and
+    /// `message.usage`.
+    response_id: Option<String>,
+    model: Option<String>,
+    stopped: bool,
+    usage: Option<Usage>,
+    /// `toolUseResult.agentId`: the file-based subagent a `Task` result names.
+    spawned_agent: Option<String>,
+}
+
+impl Line<'_> {
     fn is_boundary(&self) -> bool {
-        self.kind() == "system" && self.str("subtype") == Some("compact_boundary")
+        self.kind == Kind::System && self.subtype.as_deref() == Some("compact_boundary")
     }
 
-    /// The parent in the tree: `parentUuid`, or a boundary's `logicalParentUuid`.
-    fn parent(&self) -> Option<&str> {
-        match self.str("parentUuid") {
-            Some(p) => Some(p),
-            None if self.is_boundary() => self.str("logicalParentUuid"),
-            None => None,
+    /// Whether the line proves that every response written before it is complete.
+    fn closes(&self) -> bool {
+        match self.kind {
+            Kind::Assistant => true,
+            Kind::User => self
+                .message
+                .as_ref()
+                .is_some_and(|m| m.tool_result_ids().next().is_none()),
+            Kind::System => self
+                .subtype
+                .as_deref()
+                .is_some_and(|s| TURN_END.contains(&s)),
+            Kind::Queue | Kind::Other => false,
         }
     }
 
-    /// The API response id of an assistant line.
-    fn response_id(&self) -> Option<&str> {
-        if self.kind() != "assistant" {
-            return None;
-        }
-        self.obj.get("message")?.get("id")?.as_str()
+    /// Whether the line is something the user typed (for titles and queued-message delivery).
+    fn is_input(&self) -> bool {
+        self.kind == Kind::User
+            && !self.meta
+            && !self.compact_summary
+            && self.message.as_ref().is_some_and(|m| {
+                m.tool_result_ids().next().is_none() && !is_wrapper(&m.plain_text())
+            })
     }
+}
 
-    fn model(&self) -> Option<&str> {
-        self.obj.get("message")?.get("model")?.as_str()
+/// Text Claude Code writes as a user line that the user did not type.
+fn is_wrapper(text: &str) -> bool {
+    let t = text.trim_start();
+    [
+        "<command-",
+        "<local-command-",
+        "<system-reminder>",
+        "<task-notification>",
+        "Caveat:",
+        "[Request interrupted",
+    ]
+    .iter()
+    .any(|p| t.starts_with(p))
+}
+
+/// The title a user line gives: its text when the user typed it, the command and its arguments
+/// when it is a slash command (`<command-name>/init</command-name>`; the flag says it has no
+/// arguments), none for other wrappers or tool results.
+fn title(message: &Message) -> Option<(String, bool)> {
+    if message.tool_result_ids().next().is_some() {
+        return None;
     }
+    let text = message.plain_text();
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find(&close)? + start;
+        Some(text[start..end].trim().to_owned())
+    };
+    if let Some(command) = tag("command-name") {
+        let args = tag("command-args").unwrap_or_default();
+        return title_of(&format!("{command} {args}")).map(|t| (t, args.is_empty()));
+    }
+    if is_wrapper(&text) {
+        return None;
+    }
+    title_of(&text).map(|t| (t, false))
 }
 
 /// Reads one Claude Code session file.
 pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
-    let (lines, truncated) = read_lines(bytes)?;
-    let mut skipped = Skipped {
-        non_message_lines: usize::from(truncated),
-        ..Skipped::default()
-    };
-    skipped.non_message_lines += lines.iter().filter(|l| l.message.is_none()).count();
-
-    let message_idx: Vec<usize> = (0..lines.len())
-        .filter(|&i| lines[i].message.is_some())
-        .collect();
-    let Some(tip) = message_idx
-        .iter()
-        .rev()
-        .find(|&&i| !lines[i].flag("isSidechain"))
-        .or_else(|| message_idx.last())
-        .copied()
-    else {
-        return Ok(Vec::new());
-    };
-
+    let (mut lines, truncated) = read_lines(bytes)?;
+    // Keyed by the file's own bytes (ids are written without escapes), so that the lines stay
+    // free to change below.
     let by_uuid: HashMap<&str, usize> = lines
         .iter()
         .enumerate()
-        .filter_map(|(i, l)| l.str("uuid").map(|u| (u, i)))
+        .filter_map(|(i, l)| match &l.uuid {
+            Some(Cow::Borrowed(u)) => Some((*u, i)),
+            _ => None,
+        })
         .collect();
-
-    let mut kept = vec![false; lines.len()];
-    let mut at = Some(tip);
-    while let Some(i) = at {
-        if kept[i] {
-            break; // a cycle: stop rather than loop
+    // Hook output Claude Code copies from the parent session into a subagent file hangs off a
+    // line of the parent: it is the parent's, not a message of this file.
+    for line in &mut lines {
+        if line.meta
+            && line
+                .parent
+                .as_deref()
+                .is_some_and(|p| !by_uuid.contains_key(p))
+        {
+            line.message = None;
         }
-        kept[i] = true;
-        at = lines[i].parent().and_then(|p| by_uuid.get(p).copied());
     }
-    rescue(&lines, &mut kept, lines[tip].flag("isSidechain"));
-    count_side_branches(&lines, &kept, &by_uuid, &mut skipped);
+    let non_message = usize::from(truncated) + lines.iter().filter(|l| l.message.is_none()).count();
+    let last_closer = lines.iter().rposition(Line::closes);
+    let file = File {
+        lines: &lines,
+        by_uuid: &by_uuid,
+        last_closer,
+    };
 
-    let tip_line = &lines[tip];
-    let mut transcript = Transcript::new(Format::ClaudeCode);
-    let session = tip_line.str("sessionId").map(str::to_owned);
-    if tip_line.flag("isSidechain") {
-        transcript.source_session_id = match (&session, tip_line.str("agentId")) {
+    let main_members: Vec<usize> = (0..lines.len()).filter(|&i| !lines[i].sidechain).collect();
+    let Some(main_tip) = main_members
+        .iter()
+        .rev()
+        .find(|&&i| lines[i].message.is_some())
+        .copied()
+    else {
+        // A subagent file: every line is a sidechain line.
+        let all: Vec<usize> = (0..lines.len()).collect();
+        let Some(&tip) = all.iter().rev().find(|&&i| lines[i].message.is_some()) else {
+            return Ok(Vec::new());
+        };
+        let mut t = file.transcript(&all, tip, 0, false);
+        t.skipped.non_message_lines = non_message;
+        let session = lines[tip].session.as_deref().map(str::to_owned);
+        t.source_session_id = match (&session, lines[tip].agent.as_deref()) {
             (Some(s), Some(agent)) => Some(format!("{s}/agent-{agent}")),
             _ => None,
         };
-        transcript.parent_session_id = session;
-    } else {
-        transcript.source_session_id = session;
+        t.parent_session_id = session;
+        return Ok(vec![t]);
+    };
+
+    let mut main = file.transcript(&main_members, main_tip, 0, true);
+    main.skipped.non_message_lines = non_message;
+    let session = lines[main_tip].session.as_deref().map(str::to_owned);
+    main.source_session_id = session.clone();
+
+    // Inline subagent runs: sidechain lines grouped by their topmost sidechain ancestor.
+    let mut runs: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut run_of: HashMap<usize, usize> = HashMap::new();
+    for i in (0..lines.len()).filter(|&i| lines[i].sidechain) {
+        let root = file.sidechain_root(i);
+        let at = *run_of.entry(root).or_insert_with(|| {
+            runs.push((root, Vec::new()));
+            runs.len() - 1
+        });
+        runs[at].1.push(i);
     }
-    transcript.skipped = skipped;
-    assemble(lines, &kept, &mut transcript);
-    Ok(vec![transcript])
+    runs.sort_by_key(|(root, _)| *root);
+    let mut matched: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(runs.len() + 1);
+    let mut subagents = Vec::new();
+    for (root, members) in &runs {
+        let Some(&tip) = members.iter().rev().find(|&&i| lines[i].message.is_some()) else {
+            continue;
+        };
+        let mut t = file.transcript(members, tip, subagents.len() + 1, false);
+        let root_uuid = lines[*root].uuid.as_deref().unwrap_or("root");
+        t.source_session_id = session
+            .as_ref()
+            .map(|s| format!("{s}/sidechain-{root_uuid}"));
+        t.parent_session_id = session.clone();
+        let prompt = lines[*root]
+            .message
+            .as_ref()
+            .map(Message::plain_text)
+            .unwrap_or_default();
+        t.parent_tool_use_id = file.spawning_call(&main_members, *root, &prompt, &mut matched);
+        if let (Some(call), Some(id)) = (&t.parent_tool_use_id, &t.source_session_id) {
+            main.spawned.push(Spawn {
+                tool_use_id: call.clone(),
+                session_id: id.clone(),
+            });
+        }
+        if t.title.is_none() {
+            t.title = title_of(&prompt);
+        }
+        subagents.push(t);
+    }
+    out.push(main);
+    out.extend(subagents);
+    Ok(out)
 }
 
-/// Splits and parses the lines; the flag says a truncated last line was dropped.
-fn read_lines(bytes: &[u8]) -> Result<(Vec<Line>, bool), Error> {
-    let mut out = Vec::new();
-    let mut truncated = false;
-    let raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    let n = raw.len();
-    for (i, raw_line) in raw.into_iter().enumerate() {
-        let no = i + 1;
-        if raw_line.trim_ascii().is_empty() {
-            continue;
+/// The file's lines and what every transcript of it needs.
+struct File<'l, 'a> {
+    lines: &'l [Line<'a>],
+    by_uuid: &'l HashMap<&'a str, usize>,
+    /// The last line that closes the responses before it.
+    last_closer: Option<usize>,
+}
+
+impl File<'_, '_> {
+    fn parent_of(&self, i: usize) -> Option<usize> {
+        self.lines[i]
+            .parent
+            .as_deref()
+            .and_then(|p| self.by_uuid.get(p).copied())
+    }
+
+    /// The topmost sidechain ancestor of sidechain line `i`.
+    fn sidechain_root(&self, i: usize) -> usize {
+        let mut at = i;
+        let mut seen = HashSet::new();
+        while seen.insert(at) {
+            match self.parent_of(at) {
+                Some(p) if self.lines[p].sidechain => at = p,
+                _ => break,
+            }
         }
-        // The piece after the last newline, when the file does not end with one.
-        let unterminated = i + 1 == n;
-        let obj = match serde_json::from_slice::<Value>(raw_line) {
-            Ok(Value::Object(obj)) => obj,
-            Ok(_) => return Err(Error::at(no, "expected a JSON object")),
-            Err(_) if unterminated => {
-                truncated = true;
+        at
+    }
+
+    /// The first call of the main branch before line `root`, not matched yet, whose
+    /// `input.prompt` is `prompt`.
+    fn spawning_call(
+        &self,
+        main: &[usize],
+        root: usize,
+        prompt: &str,
+        matched: &mut HashSet<String>,
+    ) -> Option<String> {
+        if prompt.is_empty() {
+            return None;
+        }
+        for &i in main.iter().take_while(|&&i| i < root) {
+            let Some(m) = &self.lines[i].message else {
+                continue;
+            };
+            for block in &m.content {
+                if let ContentBlock::ToolUse { id, input, .. } = block
+                    && input.get("prompt").and_then(Value::as_str) == Some(prompt)
+                    && !matched.contains(id)
+                {
+                    matched.insert(id.clone());
+                    return Some(id.clone());
+                }
+            }
+        }
+        None
+    }
+
+    /// The transcript of the lines `members` (file order) whose branch ends at `tip`;
+    /// `main` says whether it is the session's main transcript (queued messages are its).
+    fn transcript(&self, members: &[usize], tip: usize, index: usize, main: bool) -> Transcript {
+        let lines = self.lines;
+        // Per line: None outside this transcript, else whether it is on the branch.
+        let mut kept: Vec<Option<bool>> = vec![None; lines.len()];
+        for &i in members {
+            kept[i] = Some(false);
+        }
+        let mut at = Some(tip);
+        while let Some(i) = at {
+            match kept[i] {
+                Some(false) => kept[i] = Some(true),
+                _ => break, // a cycle, or a parent outside this transcript
+            }
+            at = self.parent_of(i);
+        }
+        self.rescue(members, &mut kept);
+
+        let mut t = Transcript::new(Format::ClaudeCode);
+        t.index = index;
+        self.count_side_branches(members, &kept, &mut t.skipped);
+        let kept_lines: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| kept[i] == Some(true))
+            .collect();
+
+        // Items in file order: messages (streamed pieces merged), compactions, queued texts.
+        let mut items: Vec<Item> = Vec::new();
+        let mut by_response: HashMap<&str, usize> = HashMap::new();
+        for &i in &kept_lines {
+            let line = &lines[i];
+            let timestamp = line.timestamp.as_deref().map(str::to_owned);
+            if line.is_boundary() {
+                items.push(Item::Compaction {
+                    summary: None,
+                    timestamp,
+                });
                 continue;
             }
-            Err(e) => return Err(Error::at(no, format!("invalid JSON: {e}"))),
-        };
-        let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
-        let message = if kind == "user" || kind == "assistant" {
-            let wire = obj
-                .get("message")
-                .ok_or_else(|| Error::at(no, format!("{kind} line without \"message\"")))?;
-            Some(
-                baton_wire::anthropic::parse_message(wire)
-                    .map_err(|e| Error::at(no, e.to_string()))?,
-            )
-        } else {
-            None
-        };
-        out.push(Line { obj, message });
-    }
-    Ok((out, truncated))
-}
-
-/// Takes back onto the main branch the streamed pieces and parallel tool results that hang off
-/// it (see the module documentation).
-fn rescue(lines: &[Line], kept: &mut [bool], sidechain: bool) {
-    let mut responses: HashSet<&str> = HashSet::new();
-    let mut uses: HashSet<&str> = HashSet::new();
-    let mut results: HashSet<&str> = HashSet::new();
-    for (i, line) in lines.iter().enumerate() {
-        if kept[i] {
-            add_ids(line, &mut responses, &mut uses, &mut results);
-        }
-    }
-    loop {
-        let mut changed = false;
-        for (i, line) in lines.iter().enumerate() {
             let Some(message) = &line.message else {
                 continue;
             };
-            if kept[i] || line.flag("isSidechain") != sidechain {
+            if line.kind == Kind::User && line.compact_summary {
+                let summary = Some(message.plain_text());
+                match items.last_mut() {
+                    Some(Item::Compaction { summary: s, .. }) if s.is_none() => *s = summary,
+                    _ => items.push(Item::Compaction { summary, timestamp }),
+                }
                 continue;
             }
-            let take = if let Some(id) = line.response_id() {
-                responses.contains(id)
-            } else {
-                let mut ids = message.tool_result_ids().peekable();
-                ids.peek().is_some() && ids.all(|id| uses.contains(id) && !results.contains(id))
-            };
-            if take {
-                kept[i] = true;
-                add_ids(line, &mut responses, &mut uses, &mut results);
-                changed = true;
+            if let Some(m) = line.model.as_deref().filter(|m| *m != "<synthetic>") {
+                t.saw_model(m);
+            }
+            if let Some(id) = line.response_id.as_deref()
+                && let Some(&at) = by_response.get(id)
+                && let Item::Message { imported, open, .. } = &mut items[at]
+            {
+                imported
+                    .message
+                    .content
+                    .extend(message.content.iter().cloned());
+                if imported.model.is_none() {
+                    imported.model = line.model.clone().filter(|m| m != "<synthetic>");
+                }
+                *open = !self.closed(i, line);
+                continue;
+            }
+            if let Some(id) = line.response_id.as_deref() {
+                by_response.insert(id, items.len());
+            }
+            items.push(Item::Message {
+                imported: ImportedMessage {
+                    message: message.clone(),
+                    timestamp,
+                    model: line.model.clone().filter(|m| m != "<synthetic>"),
+                },
+                line: i,
+                response: line.response_id.clone(),
+                open: line.kind == Kind::Assistant && !self.closed(i, line),
+                queued: QueuedState::No,
+            });
+        }
+        if main {
+            self.queue(&kept_lines, &mut items);
+        }
+        let responses = self.finish(items, &mut t);
+
+        t.project = members
+            .iter()
+            .find_map(|&i| lines[i].cwd.as_deref().map(str::to_owned));
+        t.agent_version = members
+            .iter()
+            .find_map(|&i| lines[i].version.as_deref().map(str::to_owned));
+        // The first instruction; a bare command (`/clear`) only when there is none.
+        let titles: Vec<(String, bool)> = kept_lines
+            .iter()
+            .map(|&i| &lines[i])
+            .filter(|l| l.kind == Kind::User && !l.meta && !l.compact_summary)
+            .filter_map(|l| l.message.as_ref().and_then(title))
+            .collect();
+        t.title = titles
+            .iter()
+            .find(|(_, bare)| !bare)
+            .or(titles.first())
+            .map(|(text, _)| text.clone());
+        t.usage = self.usage(members, &responses);
+        if main {
+            let session = lines[tip].session.as_deref().unwrap_or("");
+            for &i in &kept_lines {
+                let line = &lines[i];
+                if let (Some(agent), Some(m)) = (&line.spawned_agent, &line.message)
+                    && let Some(call) = m.tool_result_ids().next()
+                {
+                    t.spawned.push(Spawn {
+                        tool_use_id: call.to_owned(),
+                        session_id: format!("{session}/agent-{agent}"),
+                    });
+                }
             }
         }
-        if !changed {
-            break;
+        t
+    }
+
+    /// Whether the response whose (latest) piece is line `i` is complete.
+    fn closed(&self, i: usize, line: &Line<'_>) -> bool {
+        line.response_id.is_none() || line.stopped || self.last_closer.is_some_and(|c| c > i)
+    }
+
+    /// Adds the queued texts of the session to `items` (see the module documentation).
+    fn queue(&self, kept: &[usize], items: &mut Vec<Item>) {
+        let lines = self.lines;
+        let on_branch: HashSet<usize> = kept.iter().copied().collect();
+        let mut pending: VecDeque<(usize, &str)> = VecDeque::new();
+        let mut delivered: Vec<(usize, usize, QueuedState)> = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            match (line.kind, line.operation.as_deref()) {
+                (Kind::Queue, Some("enqueue")) => {
+                    if let Some(text) = line.queued.as_deref().map(str::trim)
+                        && !text.is_empty()
+                        && !text.starts_with('/')
+                        && !text.starts_with('<')
+                    {
+                        pending.push_back((i, text));
+                    }
+                }
+                (Kind::Queue, Some("dequeue")) => {
+                    pending.pop_front();
+                }
+                (Kind::Queue, Some("remove")) => {
+                    if let Some((enqueued, _)) = pending.pop_front() {
+                        delivered.push((i, enqueued, QueuedState::Delivered));
+                    }
+                }
+                (Kind::User, _) if on_branch.contains(&i) && line.is_input() => {
+                    let text = line.message.as_ref().map(Message::plain_text);
+                    let text = text.as_deref().map(str::trim).unwrap_or("");
+                    match pending.iter().position(|(_, q)| *q == text) {
+                        Some(at) => {
+                            pending.remove(at);
+                        }
+                        // The user typed on: what is still queued was never delivered.
+                        None => delivered.extend(
+                            pending
+                                .drain(..)
+                                .map(|(enqueued, _)| (enqueued, enqueued, QueuedState::Lost)),
+                        ),
+                    }
+                }
+                _ => {}
+            }
+        }
+        delivered.extend(
+            pending
+                .into_iter()
+                .map(|(i, _)| (i, i, QueuedState::Pending)),
+        );
+        delivered.sort_by_key(|(at, _, _)| *at);
+        for (at, enqueued, state) in delivered {
+            let Some(text) = lines[enqueued].queued.as_deref() else {
+                continue;
+            };
+            let pos = items
+                .iter()
+                .position(|item| item.line().is_some_and(|l| l > at))
+                .unwrap_or(items.len());
+            items.insert(
+                pos,
+                Item::Message {
+                    imported: ImportedMessage {
+                        message: Message::text(Role::User, text.trim()),
+                        timestamp: lines[at].timestamp.as_deref().map(str::to_owned),
+                        model: None,
+                    },
+                    line: at,
+                    response: None,
+                    open: false,
+                    queued: state,
+                },
+            );
+        }
+        // A queued message goes after the tool results that follow it, so that no call is
+        // separated from its result.
+        for i in (0..items.len()).rev() {
+            if !items[i].is_queued() {
+                continue;
+            }
+            let mut j = i;
+            while j + 1 < items.len() && items[j + 1].is_tool_results() {
+                items.swap(j, j + 1);
+                j += 1;
+            }
+        }
+    }
+
+    /// Turns the items into the transcript's messages, compactions and settled count; returns
+    /// each message's response id.
+    fn finish(&self, items: Vec<Item>, t: &mut Transcript) -> Vec<Option<String>> {
+        let mut responses = Vec::new();
+        let mut unsettled: Option<usize> = None;
+        let mut unanswered: HashSet<String> = HashSet::new();
+        let n = items.len();
+        for (k, item) in items.into_iter().enumerate() {
+            match item {
+                Item::Compaction { summary, timestamp } => {
+                    t.compactions.push(CompactionEvent {
+                        after_messages: t.messages.len(),
+                        summary,
+                        timestamp,
+                    });
+                }
+                Item::Message {
+                    imported,
+                    open,
+                    queued,
+                    response,
+                    ..
+                } => {
+                    responses.push(response);
+                    let at = t.messages.len();
+                    let movable = match queued {
+                        QueuedState::No | QueuedState::Lost => false,
+                        QueuedState::Pending => true,
+                        // Results still to come would move it unless something follows it.
+                        QueuedState::Delivered => k + 1 == n && !unanswered.is_empty(),
+                    };
+                    if (open || movable) && unsettled.is_none() {
+                        unsettled = Some(at);
+                    }
+                    if queued != QueuedState::No {
+                        t.queued += 1;
+                    }
+                    for id in imported.message.tool_result_ids() {
+                        unanswered.remove(id);
+                    }
+                    unanswered.extend(imported.message.tool_use_ids().map(str::to_owned));
+                    t.messages.push(imported);
+                }
+            }
+        }
+        t.settled = unsettled.unwrap_or(t.messages.len());
+        responses
+    }
+
+    /// The usage records of the responses among `members`, each linked to the message that
+    /// holds its response (`responses[k]` is message `k`'s response id).
+    fn usage(&self, members: &[usize], responses: &[Option<String>]) -> Vec<ImportedUsage> {
+        let lines = self.lines;
+        let message_of: HashMap<&str, usize> = responses
+            .iter()
+            .enumerate()
+            .filter_map(|(k, r)| r.as_deref().map(|r| (r, k)))
+            .collect();
+        let mut records: Vec<ImportedUsage> = Vec::new();
+        let mut slot: HashMap<String, usize> = HashMap::new();
+        for &i in members {
+            let line = &lines[i];
+            let Some(usage) = line.usage else {
+                continue;
+            };
+            let synthetic = line.model.as_deref() == Some("<synthetic>");
+            if synthetic && usage.total() == 0 {
+                continue;
+            }
+            let id = match (line.response_id.as_deref(), line.request_id.as_deref()) {
+                (Some(m), Some(r)) => format!("claude-code:{m}:{r}"),
+                (Some(m), None) => format!("claude-code:{m}"),
+                (None, _) => format!(
+                    "claude-code:{}:{}",
+                    line.session.as_deref().unwrap_or(""),
+                    line.uuid.as_deref().unwrap_or("")
+                ),
+            };
+            let imported = ImportedUsage {
+                record: UsageRecord {
+                    id: id.clone(),
+                    model: line.model.clone().filter(|_| !synthetic),
+                    response_id: line.response_id.clone(),
+                    request_id: line.request_id.as_deref().map(str::to_owned),
+                    at: line.timestamp.as_deref().and_then(Timestamp::parse),
+                    usage,
+                    estimated: false,
+                },
+                message: line
+                    .response_id
+                    .as_deref()
+                    .and_then(|r| message_of.get(r).copied()),
+            };
+            // The last row of a response is kept: a streamed response's output count grows.
+            match slot.get(&id) {
+                Some(&at) => records[at] = imported,
+                None => {
+                    slot.insert(id, records.len());
+                    records.push(imported);
+                }
+            }
+        }
+        records
+    }
+
+    /// Takes back onto the branch the streamed pieces and parallel tool results that hang off
+    /// it (see the module documentation).
+    fn rescue(&self, members: &[usize], kept: &mut [Option<bool>]) {
+        let lines = self.lines;
+        let mut responses: HashSet<&str> = HashSet::new();
+        let mut uses: HashSet<&str> = HashSet::new();
+        let mut results: HashSet<&str> = HashSet::new();
+        for &i in members {
+            if kept[i] == Some(true) {
+                add_ids(&lines[i], &mut responses, &mut uses, &mut results);
+            }
+        }
+        loop {
+            let mut changed = false;
+            for &i in members {
+                let line = &lines[i];
+                let Some(message) = &line.message else {
+                    continue;
+                };
+                if kept[i] == Some(true) {
+                    continue;
+                }
+                let take = if let Some(id) = line.response_id.as_deref() {
+                    responses.contains(id)
+                } else {
+                    let mut ids = message.tool_result_ids().peekable();
+                    ids.peek().is_some() && ids.all(|id| uses.contains(id) && !results.contains(id))
+                };
+                if take {
+                    kept[i] = Some(true);
+                    add_ids(line, &mut responses, &mut uses, &mut results);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    /// Counts the side branches (groups of off-branch lines under one topmost off-branch
+    /// ancestor) that hold messages, and their message lines.
+    fn count_side_branches(&self, members: &[usize], kept: &[Option<bool>], skipped: &mut Skipped) {
+        let lines = self.lines;
+        let mut root_of: HashMap<usize, usize> = HashMap::new();
+        let mut branches: HashSet<usize> = HashSet::new();
+        for &i in members {
+            if kept[i] == Some(true) || lines[i].message.is_none() {
+                continue;
+            }
+            let mut path = Vec::new();
+            let mut seen = HashSet::new();
+            let mut at = i;
+            let root = loop {
+                if let Some(&r) = root_of.get(&at) {
+                    break r;
+                }
+                path.push(at);
+                seen.insert(at);
+                match self.parent_of(at) {
+                    Some(p) if kept[p] == Some(false) && !seen.contains(&p) => at = p,
+                    _ => break at,
+                }
+            };
+            for p in path {
+                root_of.insert(p, root);
+            }
+            branches.insert(root);
+            skipped.side_branch_messages += 1;
+        }
+        skipped.side_branches = branches.len();
+    }
+}
+
+/// Whether a queued text is one, and how it was delivered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum QueuedState {
+    /// Not a queued text.
+    No,
+    /// Delivered into the running turn (`remove`).
+    Delivered,
+    /// Never delivered (the user typed on): placed at its `enqueue` line.
+    Lost,
+    /// Not delivered yet: placed at its `enqueue` line, and it may still be delivered later.
+    Pending,
+}
+
+/// A message or compaction of a transcript being assembled.
+enum Item {
+    Message {
+        imported: ImportedMessage,
+        /// The line of its first piece (for a queued text, the line it was delivered at).
+        line: usize,
+        /// Its response id, for assistant messages.
+        response: Option<String>,
+        /// A response that may still gain pieces.
+        open: bool,
+        queued: QueuedState,
+    },
+    Compaction {
+        summary: Option<String>,
+        timestamp: Option<String>,
+    },
+}
+
+impl Item {
+    fn line(&self) -> Option<usize> {
+        match self {
+            Item::Message { line, .. } => Some(*line),
+            Item::Compaction { .. } => None,
+        }
+    }
+
+    fn is_queued(&self) -> bool {
+        matches!(self, Item::Message { queued, .. } if *queued != QueuedState::No)
+    }
+
+    fn is_tool_results(&self) -> bool {
+        match self {
+            Item::Message { imported, .. } => {
+                imported.message.tool_result_ids().next().is_some()
+                    && imported
+                        .message
+                        .content
+                        .iter()
+                        .all(|b| matches!(b, ContentBlock::ToolResult { .. }))
+            }
+            Item::Compaction { .. } => false,
         }
     }
 }
 
 fn add_ids<'a>(
-    line: &'a Line,
+    line: &'a Line<'_>,
     responses: &mut HashSet<&'a str>,
     uses: &mut HashSet<&'a str>,
     results: &mut HashSet<&'a str>,
 ) {
-    if let Some(id) = line.response_id() {
+    if let Some(id) = line.response_id.as_deref() {
         responses.insert(id);
     }
     if let Some(m) = &line.message {
@@ -289,418 +1010,127 @@ fn add_ids<'a>(
     }
 }
 
-/// Counts the side branches (groups of off-branch lines under one topmost off-branch ancestor)
-/// that hold messages, and their message lines.
-fn count_side_branches(
-    lines: &[Line],
-    kept: &[bool],
-    by_uuid: &HashMap<&str, usize>,
-    skipped: &mut Skipped,
-) {
-    let mut root_of: Vec<Option<usize>> = vec![None; lines.len()];
-    let mut branches: HashSet<usize> = HashSet::new();
-    for i in 0..lines.len() {
-        if kept[i] || lines[i].message.is_none() {
+/// Splits and parses the lines; the flag says a truncated last line was dropped.
+fn read_lines(bytes: &[u8]) -> Result<(Vec<Line<'_>>, bool), Error> {
+    let mut out = Vec::new();
+    let mut truncated = false;
+    for (no, raw_line, unterminated) in super::jsonl_lines(bytes) {
+        if raw_line.trim_ascii().is_empty() {
             continue;
         }
-        // Walk up to the topmost off-branch ancestor, then record it along the path.
-        let mut path = Vec::new();
-        let mut seen = HashSet::new();
-        let mut at = i;
-        let root = loop {
-            if let Some(r) = root_of[at] {
-                break r;
-            }
-            path.push(at);
-            seen.insert(at);
-            match lines[at].parent().and_then(|p| by_uuid.get(p).copied()) {
-                Some(p) if !kept[p] && !seen.contains(&p) => at = p,
-                _ => break at,
-            }
-        };
-        for p in path {
-            root_of[p] = Some(root);
+        if raw_line.trim_ascii_start().first() != Some(&b'{') {
+            return Err(Error::at(no, "expected a JSON object"));
         }
-        branches.insert(root);
-        skipped.side_branch_messages += 1;
-    }
-    skipped.side_branches = branches.len();
-}
-
-/// Builds the messages and compaction events from the main-branch lines, in file order.
-fn assemble(lines: Vec<Line>, kept: &[bool], transcript: &mut Transcript) {
-    let mut by_response: HashMap<String, usize> = HashMap::new();
-    for (i, mut line) in lines.into_iter().enumerate() {
-        if !kept[i] {
-            continue;
-        }
-        let timestamp = line.str("timestamp").map(str::to_owned);
-        if line.is_boundary() {
-            transcript.compactions.push(CompactionEvent {
-                after_messages: transcript.messages.len(),
-                summary: None,
-                timestamp,
-            });
-            continue;
-        }
-        let Some(message) = line.message.take() else {
-            continue;
-        };
-        if line.kind() == "user" && line.flag("isCompactSummary") {
-            let summary = Some(message.plain_text());
-            match transcript.compactions.last_mut() {
-                Some(event)
-                    if event.summary.is_none()
-                        && event.after_messages == transcript.messages.len() =>
-                {
-                    event.summary = summary;
-                }
-                _ => transcript.compactions.push(CompactionEvent {
-                    after_messages: transcript.messages.len(),
-                    summary,
-                    timestamp,
-                }),
-            }
-            continue;
-        }
-        let model = line
-            .model()
-            .filter(|m| *m != "<synthetic>")
-            .map(str::to_owned);
-        if let Some(m) = &model {
-            transcript.saw_model(m);
-        }
-        if let Some(id) = line.response_id() {
-            if let Some(&at) = by_response.get(id) {
-                let target: &mut ImportedMessage = &mut transcript.messages[at];
-                target.message.content.extend(message.content);
-                if target.model.is_none() {
-                    target.model = model;
-                }
+        let raw: Raw<'_> = match serde_json::from_slice(raw_line) {
+            Ok(raw) => raw,
+            Err(_) if unterminated => {
+                truncated = true;
                 continue;
             }
-            by_response.insert(id.to_owned(), transcript.messages.len());
-        }
-        transcript.messages.push(ImportedMessage {
-            message,
-            timestamp,
-            model,
-        });
+            Err(e) => return Err(Error::at(no, format!("invalid JSON: {e}"))),
+        };
+        out.push(line(no, raw)?);
     }
+    Ok((out, truncated))
+}
+
+/// One parsed line.
+fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
+    let kind = match raw.kind.get() {
+        Some("user") => Kind::User,
+        Some("assistant") => Kind::Assistant,
+        Some("system") => Kind::System,
+        Some("queue-operation") => Kind::Queue,
+        _ => Kind::Other,
+    };
+    let (mut message, mut response_id, mut model, mut stopped, mut usage) =
+        (None, None, None, false, None);
+    if matches!(kind, Kind::User | Kind::Assistant) {
+        let name = if kind == Kind::User {
+            "user"
+        } else {
+            "assistant"
+        };
+        let wire = raw
+            .message
+            .as_ref()
+            .ok_or_else(|| Error::at(no, format!("{name} line without \"message\"")))?;
+        message = Some(
+            baton_wire::anthropic::parse_message(wire).map_err(|e| Error::at(no, e.to_string()))?,
+        );
+        if kind == Kind::Assistant {
+            let str_at = |k: &str| wire.get(k).and_then(Value::as_str).map(str::to_owned);
+            response_id = str_at("id");
+            model = str_at("model");
+            stopped = wire.get("stop_reason").is_some_and(|s| !s.is_null());
+            usage = wire.get("usage").and_then(usage_of);
+        }
+    }
+    let is_boundary = kind == Kind::System && raw.subtype.get() == Some("compact_boundary");
+    let parent = match raw.parent_uuid.0 {
+        Some(p) => Some(p),
+        None if is_boundary => raw.logical_parent_uuid.0,
+        None => None,
+    };
+    let spawned_agent = raw
+        .tool_use_result
+        .filter(|r| memchr::memmem::find(r.get().as_bytes(), b"\"agentId\"").is_some())
+        .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+        .and_then(|v| v.get("agentId").and_then(Value::as_str).map(str::to_owned));
+    Ok(Line {
+        kind,
+        uuid: raw.uuid.0,
+        parent,
+        session: raw.session_id.0,
+        agent: raw.agent_id.0,
+        sidechain: raw.is_sidechain.0,
+        meta: raw.is_meta.0,
+        compact_summary: raw.is_compact_summary.0,
+        timestamp: raw.timestamp.0,
+        request_id: raw.request_id.0,
+        cwd: raw.cwd.0,
+        version: raw.version.0,
+        subtype: raw.subtype.0,
+        operation: raw.operation.0,
+        queued: if kind == Kind::Queue {
+            raw.content.0
+        } else {
+            None
+        },
+        message,
+        response_id,
+        model,
+        stopped,
+        usage,
+        spawned_agent,
+    })
+}
+
+/// `message.usage` as baton's [`Usage`].
+fn usage_of(u: &Value) -> Option<Usage> {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let obj = u.as_object()?;
+    let written = n(obj.get("cache_creation_input_tokens"));
+    let split = obj.get("cache_creation").and_then(Value::as_object);
+    let (w5, w1) = match split {
+        Some(s) => {
+            let (w5, w1) = (
+                n(s.get("ephemeral_5m_input_tokens")),
+                n(s.get("ephemeral_1h_input_tokens")),
+            );
+            // A split that does not add up to the total: the rest is a 5-minute write.
+            (w5 + written.saturating_sub(w5 + w1), w1)
+        }
+        None => (written, 0),
+    };
+    Some(Usage {
+        input: n(obj.get("input_tokens")),
+        output: n(obj.get("output_tokens")),
+        cache_write_5m: w5,
+        cache_write_1h: w1,
+        cache_read: n(obj.get("cache_read_input_tokens")),
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use baton_core::{ContentBlock, Role};
-    use serde_json::{Value, json};
-
-    use super::{parse, sniff};
-    use crate::{Error, Transcript};
-
-    fn user(uuid: &str, parent: Option<&str>, content: Value) -> Value {
-        json!({"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": "s1",
-               "isSidechain": false, "timestamp": format!("t-{uuid}"),
-               "message": {"role": "user", "content": content}})
-    }
-
-    fn assistant(uuid: &str, parent: &str, id: &str, content: Value) -> Value {
-        json!({"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": "s1",
-               "isSidechain": false, "timestamp": format!("t-{uuid}"),
-               "message": {"role": "assistant", "id": id, "model": "claude-x", "content": content}})
-    }
-
-    fn tool_use(id: &str) -> Value {
-        json!([{"type": "tool_use", "id": id, "name": "ls", "input": {}}])
-    }
-
-    fn tool_result(id: &str) -> Value {
-        json!([{"type": "tool_result", "tool_use_id": id, "content": "ok"}])
-    }
-
-    fn jsonl(lines: &[Value]) -> Vec<u8> {
-        let mut out = String::new();
-        for l in lines {
-            out.push_str(&l.to_string());
-            out.push('\n');
-        }
-        out.into_bytes()
-    }
-
-    fn one(lines: &[Value]) -> Transcript {
-        let mut ts = parse(&jsonl(lines)).unwrap();
-        assert_eq!(ts.len(), 1);
-        ts.remove(0)
-    }
-
-    /// The transcript in a compact form: `role:block,block` per message.
-    fn shape(t: &Transcript) -> Vec<String> {
-        t.messages
-            .iter()
-            .map(|m| {
-                let blocks: Vec<String> = m
-                    .message
-                    .content
-                    .iter()
-                    .map(|b| match b {
-                        ContentBlock::Text { text } => text.clone(),
-                        ContentBlock::ToolUse { id, .. } => format!("use({id})"),
-                        ContentBlock::ToolResult { tool_use_id, .. } => {
-                            format!("result({tool_use_id})")
-                        }
-                        other => other.type_name().to_owned(),
-                    })
-                    .collect();
-                format!("{}:{}", m.message.role.as_str(), blocks.join(","))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn follows_the_branch_of_the_last_message_and_counts_side_branches() {
-        let t = one(&[
-            json!({"type": "file-history-snapshot", "messageId": "1", "snapshot": {}}),
-            user("1", None, json!("hello")),
-            assistant("2", "1", "m1", json!([{"type": "text", "text": "hi"}])),
-            user("3", Some("2"), json!("first try")),
-            json!({"type": "progress", "uuid": "p", "parentUuid": "3", "sessionId": "s1"}),
-            assistant(
-                "4",
-                "p",
-                "m2",
-                json!([{"type": "text", "text": "abandoned"}]),
-            ),
-            user("5", Some("2"), json!("second try")),
-            assistant("6", "5", "m3", json!([{"type": "text", "text": "kept"}])),
-            json!({"type": "summary", "summary": "title", "leafUuid": "6"}),
-        ]);
-        assert_eq!(
-            shape(&t),
-            [
-                "user:hello",
-                "assistant:hi",
-                "user:second try",
-                "assistant:kept"
-            ]
-        );
-        assert_eq!(t.skipped.non_message_lines, 3);
-        assert_eq!(t.skipped.side_branches, 1);
-        assert_eq!(t.skipped.side_branch_messages, 2);
-        assert_eq!(t.source_session_id.as_deref(), Some("s1"));
-        assert_eq!(t.parent_session_id, None);
-        assert_eq!(t.models, ["claude-x"]);
-        assert_eq!(t.messages[3].timestamp.as_deref(), Some("t-6"));
-    }
-
-    #[test]
-    fn compact_boundary_and_summary_line_become_one_event() {
-        let t = one(&[
-            user("1", None, json!("hello")),
-            assistant("2", "1", "m1", json!([{"type": "text", "text": "hi"}])),
-            json!({"type": "system", "subtype": "compact_boundary", "uuid": "b", "parentUuid": null,
-                   "logicalParentUuid": "2", "timestamp": "tb", "sessionId": "s1"}),
-            json!({"type": "user", "uuid": "3", "parentUuid": "b", "isCompactSummary": true,
-                   "sessionId": "s1", "message": {"role": "user", "content": "the summary"}}),
-            user("4", Some("3"), json!("go on")),
-            assistant("5", "4", "m2", json!([{"type": "text", "text": "ok"}])),
-        ]);
-        assert_eq!(
-            shape(&t),
-            ["user:hello", "assistant:hi", "user:go on", "assistant:ok"]
-        );
-        assert_eq!(t.compactions.len(), 1);
-        assert_eq!(t.compactions[0].after_messages, 2);
-        assert_eq!(t.compactions[0].summary.as_deref(), Some("the summary"));
-        assert_eq!(t.compactions[0].timestamp.as_deref(), Some("tb"));
-        assert_eq!(t.skipped.non_message_lines, 1);
-        assert_eq!(t.skipped.side_branches, 0);
-    }
-
-    #[test]
-    fn merges_streamed_pieces_and_takes_back_parallel_results() {
-        // Pieces of m1 chain one after the other; each result hangs off its own piece.
-        let t = one(&[
-            user("1", None, json!("go")),
-            assistant(
-                "2",
-                "1",
-                "m1",
-                json!([{"type": "text", "text": "two calls"}]),
-            ),
-            assistant("3", "2", "m1", tool_use("t1")),
-            assistant("4", "3", "m1", tool_use("t2")),
-            user("5", Some("3"), tool_result("t1")),
-            user("6", Some("4"), tool_result("t2")),
-            assistant("7", "6", "m2", json!([{"type": "text", "text": "done"}])),
-        ]);
-        assert_eq!(
-            shape(&t),
-            [
-                "user:go",
-                "assistant:two calls,use(t1),use(t2)",
-                "user:result(t1)",
-                "user:result(t2)",
-                "assistant:done"
-            ]
-        );
-        assert_eq!(t.skipped.side_branches, 0);
-        assert_eq!(t.tool_calls(), 2);
-        assert_eq!(t.messages[1].timestamp.as_deref(), Some("t-2"));
-    }
-
-    #[test]
-    fn a_result_between_pieces_follows_the_merged_call() {
-        let t = one(&[
-            user("1", None, json!("go")),
-            assistant("2", "1", "m1", tool_use("t1")),
-            user("3", Some("2"), tool_result("t1")),
-            assistant("4", "3", "m1", tool_use("t2")),
-            user("5", Some("4"), tool_result("t2")),
-        ]);
-        assert_eq!(
-            shape(&t),
-            [
-                "user:go",
-                "assistant:use(t1),use(t2)",
-                "user:result(t1)",
-                "user:result(t2)"
-            ]
-        );
-    }
-
-    #[test]
-    fn sidechain_file_names_its_parent_session() {
-        let mut first = user("1", Some("in-parent"), json!("task"));
-        first["isSidechain"] = json!(true);
-        first["agentId"] = json!("a1");
-        let mut reply = assistant("2", "1", "m1", json!([{"type": "text", "text": "x"}]));
-        reply["isSidechain"] = json!(true);
-        reply["agentId"] = json!("a1");
-        reply["message"]["model"] = json!("<synthetic>");
-        let t = one(&[first, reply]);
-        assert_eq!(t.parent_session_id.as_deref(), Some("s1"));
-        assert_eq!(t.source_session_id.as_deref(), Some("s1/agent-a1"));
-        assert!(t.models.is_empty());
-        assert_eq!(t.messages.len(), 2);
-        assert_eq!(t.messages[1].message.role, Role::Assistant);
-    }
-
-    #[test]
-    fn old_style_sidechains_in_the_main_file_are_side_branches() {
-        let mut side = user("s", None, json!("subtask"));
-        side["isSidechain"] = json!(true);
-        let mut side_reply = assistant("s2", "s", "ms", json!([{"type": "text", "text": "sub"}]));
-        side_reply["isSidechain"] = json!(true);
-        let t = one(&[
-            user("1", None, json!("go")),
-            assistant("2", "1", "m1", json!([{"type": "text", "text": "main"}])),
-            side,
-            side_reply,
-        ]);
-        assert_eq!(shape(&t), ["user:go", "assistant:main"]);
-        assert_eq!(
-            (t.skipped.side_branches, t.skipped.side_branch_messages),
-            (1, 2)
-        );
-        assert_eq!(t.parent_session_id, None);
-    }
-
-    /// The 1.0.x layout: a `Task` run written inline between the call and its result, as a
-    /// sidechain chain rooted at `parentUuid: null`, beside a branch abandoned by an edit.
-    #[test]
-    fn inline_subagent_run_and_abandoned_edit_are_separate_side_branches() {
-        let side = |mut v: Value| {
-            v["isSidechain"] = json!(true);
-            v
-        };
-        let t = one(&[
-            json!({"type": "summary", "summary": "title", "leafUuid": "in-another-file"}),
-            user("1", None, json!("go")),
-            assistant("2", "1", "m1", tool_use("task")),
-            side(user("s1", None, json!("subtask"))),
-            side(assistant("s2", "s1", "ms1", tool_use("inner"))),
-            side(user("s3", Some("s2"), tool_result("inner"))),
-            side(assistant(
-                "s4",
-                "s3",
-                "ms2",
-                json!([{"type": "text", "text": "sub done"}]),
-            )),
-            user("3", Some("2"), tool_result("task")),
-            assistant("4", "3", "m2", json!([{"type": "text", "text": "ok"}])),
-            user("5", Some("4"), json!("first try")),
-            assistant(
-                "6",
-                "5",
-                "m3",
-                json!([{"type": "text", "text": "abandoned"}]),
-            ),
-            user("7", Some("4"), json!("second try")),
-            assistant("8", "7", "m4", json!([{"type": "text", "text": "kept"}])),
-        ]);
-        assert_eq!(
-            shape(&t),
-            [
-                "user:go",
-                "assistant:use(task)",
-                "user:result(task)",
-                "assistant:ok",
-                "user:second try",
-                "assistant:kept"
-            ]
-        );
-        assert_eq!(t.tool_calls(), 1);
-        assert_eq!(
-            (t.skipped.side_branches, t.skipped.side_branch_messages),
-            (2, 6)
-        );
-        assert_eq!(t.parent_session_id, None);
-    }
-
-    #[test]
-    fn malformed_line_is_an_error_naming_it_but_a_truncated_last_line_is_dropped() {
-        let good = jsonl(&[user("1", None, json!("hello"))]);
-        let mut bad = good.clone();
-        bad.extend_from_slice(b"{\"type\": \"user\"\n");
-        bad.extend_from_slice(&good);
-        let err = parse(&bad).unwrap_err();
-        assert!(
-            matches!(err, Error::Malformed { line: Some(2), .. }),
-            "{err}"
-        );
-        assert!(err.to_string().starts_with("line 2: invalid JSON"), "{err}");
-
-        let mut truncated = good.clone();
-        truncated.extend_from_slice(b"{\"type\": \"assistant\", \"mess");
-        let t = parse(&truncated).unwrap();
-        assert_eq!(t[0].messages.len(), 1);
-        assert_eq!(t[0].skipped.non_message_lines, 1);
-
-        let no_message = br#"{"type": "user", "uuid": "1"}"#.to_vec();
-        assert_eq!(
-            parse(&no_message).unwrap_err(),
-            Error::at(1, "user line without \"message\"")
-        );
-        let bad_block = jsonl(&[user("1", None, json!([{"type": "video"}]))]);
-        assert!(matches!(
-            parse(&bad_block),
-            Err(Error::Malformed { line: Some(1), .. })
-        ));
-        assert_eq!(
-            parse(b"[1]\n").unwrap_err(),
-            Error::at(1, "expected a JSON object")
-        );
-        assert_eq!(parse(b"\n\n").unwrap(), Vec::new());
-    }
-
-    #[test]
-    fn sniffs_by_content() {
-        assert!(sniff(&jsonl(&[user("1", None, json!("hi"))])));
-        assert!(sniff(
-            br#"{"type":"file-history-snapshot","messageId":"x","snapshot":{}}"#
-        ));
-        assert!(!sniff(br#"{"type":"session_meta","payload":{"id":"x"}}"#));
-        assert!(!sniff(br#"[{"role":"user","content":"hi"}]"#));
-        assert!(!sniff(b"# aider chat started at 2024"));
-        assert!(!sniff(b""));
-    }
-}
+mod tests;

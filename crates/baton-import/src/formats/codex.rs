@@ -16,14 +16,35 @@
 //!     [`Role::Tool`] message each, holding a tool result for its `call_id`.
 //!
 //!   Assistant-side items in a row (reasoning, assistant text, calls) form one assistant
-//!   message; any other message or tool output ends it. Other payload types (`ghost_snapshot`,
-//!   `web_search_call`…) are passed over and counted.
+//!   message; any other message or tool output ends it, and so does the end of the model
+//!   response that wrote them: a `token_count` event, a `turn_context` line, a `compacted` line,
+//!   a `task_complete` or `turn_aborted` event, or an assistant message of `phase`
+//!   `final_answer`. Other payload types (`ghost_snapshot`, `web_search_call`…) are passed over
+//!   and counted.
 //! - `compacted` lines become [`CompactionEvent`]s (summary = `payload.message`).
 //! - `session_meta.payload.id` is the session id; `turn_context.payload.model` names the model
 //!   of the assistant messages that follow.
 //! - `event_msg` lines repeat what the response items say and are passed over and counted, with
-//!   one exception: a `user_message` event whose text appears in no user `message` item becomes
-//!   a user message (Codex Desktop records user input only as events).
+//!   one exception: a `user_message` event whose text appears in no user `message` item written
+//!   since the previous such event becomes a user message (Codex Desktop records user input only
+//!   as events; Codex CLI writes the item first, then the event).
+//! - **Usage.** A `token_count` event with `info` reports the response that just ended:
+//!   `info.last_token_usage` (else the growth of `info.total_token_usage`), with
+//!   `input_tokens` counting `cached_input_tokens` (baton's `input` is the rest, `cache_read` the
+//!   cached part) and `output_tokens` counting reasoning. An event repeating the previous
+//!   totals (written again when only rate limits changed) is no record. Its
+//!   [`baton_core::usage::UsageRecord::id`] is `codex:<session id>:<cumulative total tokens>`,
+//!   its model the turn's, its message the last assistant message.
+//! - **Metadata.** `project` is `session_meta.payload.cwd` (else the first `turn_context`'s),
+//!   `agent_version` its `cli_version`, `title` the first user message that is not the
+//!   environment or instruction block Codex sends first (`<environment_context>`,
+//!   `# AGENTS.md …`; Codex Desktop's `# Files mentioned by the user:` preamble is cut at
+//!   `## My request for Codex:`).
+//!
+//! **The last complete unit** ([`crate::Transcript::settled`]): a line is read once its JSON
+//! object is whole; every message is settled except an assistant message still taking items
+//! (no end of its response written yet), which is held back until something ends it. Tool
+//! outputs come after the call they answer, so a call without its output is settled.
 //!
 //! Counted in [`Skipped::non_message_lines`]: every line that adds nothing to a message
 //! (metadata, turn context, events, compactions, unknown payloads).
@@ -31,10 +52,11 @@
 //! terminating newline (a line still being written), which is dropped and counted.
 //! A file without messages yields no transcript.
 
-use baton_core::{ContentBlock, MediaSource, Message, Role};
+use baton_core::usage::{Usage, UsageRecord};
+use baton_core::{ContentBlock, MediaSource, Message, Role, Timestamp};
 use serde_json::{Map, Value};
 
-use crate::{CompactionEvent, Error, Format, ImportedMessage, Transcript};
+use crate::{CompactionEvent, Error, Format, ImportedMessage, ImportedUsage, Transcript, title_of};
 
 /// Line types a rollout has; used by [`sniff`].
 const KNOWN_TYPES: [&str; 5] = [
@@ -75,24 +97,26 @@ struct Line {
 /// Reads one rollout file.
 pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     let (lines, truncated) = read_lines(bytes)?;
-    let user_texts: Vec<String> = lines
-        .iter()
-        .filter(|l| l.kind == "response_item" && str_of(&l.payload, "type") == Some("message"))
-        .filter(|l| str_of(&l.payload, "role") == Some("user"))
-        .map(|l| part_texts(&l.payload))
-        .collect();
-
     let mut b = Builder {
         t: Transcript::new(Format::Codex),
         open_assistant: false,
         model: None,
+        user_texts: Vec::new(),
+        last_total: None,
     };
     b.t.skipped.non_message_lines = usize::from(truncated);
     for line in &lines {
         let used = match line.kind.as_str() {
             "session_meta" => {
+                let p = &line.payload;
                 if b.t.source_session_id.is_none() {
-                    b.t.source_session_id = str_of(&line.payload, "id").map(str::to_owned);
+                    b.t.source_session_id = str_of(p, "id").map(str::to_owned);
+                }
+                if b.t.project.is_none() {
+                    b.t.project = str_of(p, "cwd").map(str::to_owned);
+                }
+                if b.t.agent_version.is_none() {
+                    b.t.agent_version = str_of(p, "cli_version").map(str::to_owned);
                 }
                 false
             }
@@ -101,6 +125,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
                     b.t.saw_model(model);
                     b.model = Some(model.to_owned());
                 }
+                if b.t.project.is_none() {
+                    b.t.project = str_of(&line.payload, "cwd").map(str::to_owned);
+                }
+                b.open_assistant = false;
                 false
             }
             "compacted" => {
@@ -114,7 +142,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
                 b.open_assistant = false;
                 false
             }
-            "event_msg" => b.user_event(line, &user_texts),
+            "event_msg" => b.event(line),
             "response_item" => b.item(line)?,
             _ => false,
         };
@@ -125,23 +153,44 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     if b.t.messages.is_empty() {
         return Ok(Vec::new());
     }
+    let n = b.t.messages.len();
+    b.t.settled = if b.open_assistant { n - 1 } else { n };
+    b.t.title =
+        b.t.messages
+            .iter()
+            .filter(|m| m.message.role == Role::User)
+            .map(|m| m.message.plain_text())
+            .filter(|text| !is_wrapper(text))
+            .find_map(|text| {
+                // Codex Desktop writes mentioned files ahead of the request, under a heading.
+                let request = text
+                    .split_once("## My request for Codex:")
+                    .map_or(text.as_str(), |(_, request)| request);
+                title_of(request)
+            });
     Ok(vec![b.t])
 }
 
+/// User-role text Codex writes that the user did not type: the environment and instruction
+/// blocks it sends ahead of the first turn.
+fn is_wrapper(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('<')
+        || t.starts_with("# AGENTS.md")
+        || t.starts_with("# Files mentioned") && !t.contains("## My request for Codex:")
+}
+
 fn read_lines(bytes: &[u8]) -> Result<(Vec<Line>, bool), Error> {
-    let raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    let n = raw.len();
     let mut out = Vec::new();
     let mut truncated = false;
-    for (i, raw_line) in raw.into_iter().enumerate() {
-        let no = i + 1;
+    for (no, raw_line, unterminated) in super::jsonl_lines(bytes) {
         if raw_line.trim_ascii().is_empty() {
             continue;
         }
         let mut obj = match serde_json::from_slice::<Value>(raw_line) {
             Ok(Value::Object(obj)) => obj,
             Ok(_) => return Err(Error::at(no, "expected a JSON object")),
-            Err(_) if i + 1 == n => {
+            Err(_) if unterminated => {
                 truncated = true;
                 continue;
             }
@@ -170,6 +219,10 @@ struct Builder {
     open_assistant: bool,
     /// The model of the current turn.
     model: Option<String>,
+    /// The text of the user message items since the last `user_message` event.
+    user_texts: Vec<String>,
+    /// The session's cumulative token usage at the last `token_count` event.
+    last_total: Option<Value>,
 }
 
 impl Builder {
@@ -202,17 +255,85 @@ impl Builder {
         );
     }
 
-    /// A `user_message` event that no user message item repeats becomes a user message.
-    fn user_event(&mut self, line: &Line, user_texts: &[String]) -> bool {
-        if str_of(&line.payload, "type") != Some("user_message") {
-            return false;
+    /// Reads one event: a `user_message` that no user message item before it repeats becomes a
+    /// user message; a `token_count` is a response's usage and ends it, as `task_complete` and
+    /// `turn_aborted` end the turn. False when the event adds no message.
+    fn event(&mut self, line: &Line) -> bool {
+        let p = &line.payload;
+        match str_of(p, "type") {
+            Some("user_message") => {
+                let recent = std::mem::take(&mut self.user_texts);
+                let text = str_of(p, "message").unwrap_or("").trim();
+                if text.is_empty() || recent.iter().any(|t| t.contains(text)) {
+                    return false;
+                }
+                self.push(line, Message::text(Role::User, text));
+                true
+            }
+            Some("token_count") => {
+                self.token_count(line);
+                false
+            }
+            Some("task_complete" | "turn_aborted") => {
+                self.open_assistant = false;
+                false
+            }
+            _ => false,
         }
-        let text = str_of(&line.payload, "message").unwrap_or("").trim();
-        if text.is_empty() || user_texts.iter().any(|t| t.contains(text)) {
-            return false;
+    }
+
+    /// A `token_count` event with usage: a record of the response that just ended, unless it
+    /// repeats the previous event's totals (Codex writes one again when only rate limits
+    /// changed).
+    fn token_count(&mut self, line: &Line) {
+        let Some(info) = line.payload.get("info").filter(|i| i.is_object()) else {
+            return;
+        };
+        let total = info.get("total_token_usage").filter(|t| t.is_object());
+        if total.is_some() && total == self.last_total.as_ref() {
+            return;
         }
-        self.push(line, Message::text(Role::User, text));
-        true
+        let counts = match (
+            info.get("last_token_usage").filter(|l| l.is_object()),
+            total,
+        ) {
+            (Some(last), _) => openai_usage(last),
+            (None, Some(total)) => {
+                let mut usage = openai_usage(total);
+                if let Some(previous) = &self.last_total {
+                    let before = openai_usage(previous);
+                    usage.input = usage.input.saturating_sub(before.input);
+                    usage.output = usage.output.saturating_sub(before.output);
+                    usage.cache_read = usage.cache_read.saturating_sub(before.cache_read);
+                }
+                usage
+            }
+            (None, None) => return,
+        };
+        self.last_total = total.cloned();
+        self.open_assistant = false;
+        let session = self.t.source_session_id.clone().unwrap_or_default();
+        let at = total
+            .and_then(|t| t.get("total_tokens"))
+            .and_then(Value::as_u64)
+            .map_or_else(|| format!("line{}", line.no), |n| n.to_string());
+        let message = self
+            .t
+            .messages
+            .iter()
+            .rposition(|m| m.message.role == Role::Assistant);
+        self.t.usage.push(ImportedUsage {
+            record: UsageRecord {
+                id: format!("codex:{session}:{at}"),
+                model: self.model.clone(),
+                response_id: None,
+                request_id: None,
+                at: line.timestamp.as_deref().and_then(Timestamp::parse),
+                usage: counts,
+                estimated: false,
+            },
+            message,
+        });
     }
 
     /// Reads one response item; false when it is not part of a message.
@@ -230,7 +351,13 @@ impl Builder {
                 let content = parts(p).map_err(at)?;
                 if role == Role::Assistant {
                     self.assistant(line, content);
+                    if str_of(p, "phase") == Some("final_answer") {
+                        self.open_assistant = false;
+                    }
                 } else {
+                    if role == Role::User {
+                        self.user_texts.push(part_texts(p));
+                    }
                     self.push(line, Message { role, content });
                 }
             }
@@ -320,6 +447,20 @@ fn call_id(p: &Map<String, Value>) -> Option<&str> {
     str_of(p, "call_id")
         .or_else(|| str_of(p, "id"))
         .filter(|s| !s.is_empty())
+}
+
+/// OpenAI-style counts (`input_tokens` including `cached_input_tokens`, `output_tokens`
+/// including reasoning) as baton's [`Usage`].
+fn openai_usage(v: &Value) -> Usage {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let cached = n("cached_input_tokens");
+    Usage {
+        input: n("input_tokens").saturating_sub(cached),
+        output: n("output_tokens"),
+        cache_write_5m: 0,
+        cache_write_1h: 0,
+        cache_read: cached,
+    }
 }
 
 /// The text of a message item's parts, joined, for matching `user_message` events.
@@ -600,6 +741,105 @@ mod tests {
         assert_eq!(t.messages.len(), 2);
         assert_eq!(t.messages[0].message.plain_text(), "summarize this");
         assert_eq!(t.skipped.non_message_lines, 0);
+    }
+
+    fn token_count(total: u64, last_input: u64, cached: u64, output: u64) -> Value {
+        line(
+            "event_msg",
+            json!({"type": "token_count", "info": {
+                "total_token_usage": {"input_tokens": total, "cached_input_tokens": 0,
+                                      "output_tokens": 0, "total_tokens": total},
+                "last_token_usage": {"input_tokens": last_input, "cached_input_tokens": cached,
+                                     "output_tokens": output, "total_tokens": last_input + output}},
+                "rate_limits": {}}),
+        )
+    }
+
+    #[test]
+    fn token_counts_are_usage_records_once_each() {
+        let t = one(&[
+            line(
+                "session_meta",
+                json!({"id": "s", "cwd": "/work", "cli_version": "0.9"}),
+            ),
+            line("turn_context", json!({"model": "gpt-5", "cwd": "/work"})),
+            say(
+                "user",
+                "input_text",
+                "<environment_context>x</environment_context>",
+            ),
+            say("user", "input_text", "list the files"),
+            line(
+                "event_msg",
+                json!({"type": "token_count", "info": null, "rate_limits": {}}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "ls", "arguments": "{}", "call_id": "c1"}),
+            ),
+            token_count(1000, 1000, 800, 20),
+            token_count(1000, 1000, 800, 20),
+            item(json!({"type": "function_call_output", "call_id": "c1", "output": "a"})),
+            say("assistant", "output_text", "a"),
+            token_count(2200, 1200, 1000, 5),
+        ]);
+        let ids: Vec<&str> = t.usage.iter().map(|u| u.record.id.as_str()).collect();
+        assert_eq!(ids, ["codex:s:1000", "codex:s:2200"]);
+        let first = &t.usage[0];
+        assert_eq!(
+            (
+                first.record.usage.input,
+                first.record.usage.cache_read,
+                first.record.usage.output
+            ),
+            (200, 800, 20)
+        );
+        assert_eq!(first.record.model.as_deref(), Some("gpt-5"));
+        assert_eq!(first.message, Some(2));
+        assert_eq!(t.usage[1].message, Some(4));
+        assert_eq!(t.project.as_deref(), Some("/work"));
+        assert_eq!(t.agent_version.as_deref(), Some("0.9"));
+        assert_eq!(t.title.as_deref(), Some("list the files"));
+    }
+
+    #[test]
+    fn an_assistant_message_is_settled_once_its_response_ends() {
+        let lines = [
+            say("user", "input_text", "go"),
+            item(json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "hm"}]})),
+            item(
+                json!({"type": "function_call", "name": "ls", "arguments": "{}", "call_id": "c1"}),
+            ),
+            token_count(10, 10, 0, 1),
+            item(
+                json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "again"}]}),
+            ),
+            item(
+                json!({"type": "message", "role": "assistant", "phase": "final_answer",
+                        "content": [{"type": "output_text", "text": "done"}]}),
+            ),
+        ];
+        let settled: Vec<(usize, usize)> = (1..=lines.len())
+            .map(|n| {
+                let t = one(&lines[..n]);
+                (t.messages.len(), t.settled)
+            })
+            .collect();
+        // The response's end splits it from the next one, which its final answer closes.
+        assert_eq!(settled, [(1, 1), (2, 1), (2, 1), (2, 2), (3, 2), (3, 3)]);
+    }
+
+    #[test]
+    fn a_user_message_event_repeats_only_an_earlier_item() {
+        let t = one(&[
+            line(
+                "event_msg",
+                json!({"type": "user_message", "message": "first"}),
+            ),
+            say("user", "input_text", "first"),
+            say("assistant", "output_text", "ok"),
+        ]);
+        // The event came before any item saying it: it is the message, and the item too.
+        assert_eq!(t.messages.len(), 3);
     }
 
     #[test]

@@ -1,0 +1,710 @@
+//! Unit tests of the Claude Code reader, on hand-made lines.
+
+use baton_core::{ContentBlock, Role};
+use serde_json::{Value, json};
+
+use super::{parse, sniff};
+use crate::{Error, Spawn, Transcript};
+
+fn user(uuid: &str, parent: Option<&str>, content: Value) -> Value {
+    json!({"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": "s1",
+           "isSidechain": false, "timestamp": format!("t-{uuid}"),
+           "message": {"role": "user", "content": content}})
+}
+
+fn assistant(uuid: &str, parent: &str, id: &str, content: Value) -> Value {
+    json!({"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": "s1",
+           "isSidechain": false, "timestamp": format!("t-{uuid}"),
+           "message": {"role": "assistant", "id": id, "model": "claude-x", "content": content}})
+}
+
+fn tool_use(id: &str) -> Value {
+    json!([{"type": "tool_use", "id": id, "name": "ls", "input": {}}])
+}
+
+fn tool_result(id: &str) -> Value {
+    json!([{"type": "tool_result", "tool_use_id": id, "content": "ok"}])
+}
+
+fn jsonl(lines: &[Value]) -> Vec<u8> {
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&l.to_string());
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+fn one(lines: &[Value]) -> Transcript {
+    let mut ts = parse(&jsonl(lines)).unwrap();
+    assert_eq!(ts.len(), 1);
+    ts.remove(0)
+}
+
+/// The transcript in a compact form: `role:block,block` per message.
+fn shape(t: &Transcript) -> Vec<String> {
+    t.messages
+        .iter()
+        .map(|m| {
+            let blocks: Vec<String> = m
+                .message
+                .content
+                .iter()
+                .map(|b| match b {
+                    ContentBlock::Text { text } => text.clone(),
+                    ContentBlock::ToolUse { id, .. } => format!("use({id})"),
+                    ContentBlock::ToolResult { tool_use_id, .. } => {
+                        format!("result({tool_use_id})")
+                    }
+                    other => other.type_name().to_owned(),
+                })
+                .collect();
+            format!("{}:{}", m.message.role.as_str(), blocks.join(","))
+        })
+        .collect()
+}
+
+#[test]
+fn follows_the_branch_of_the_last_message_and_counts_side_branches() {
+    let t = one(&[
+        json!({"type": "file-history-snapshot", "messageId": "1", "snapshot": {}}),
+        user("1", None, json!("hello")),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "hi"}])),
+        user("3", Some("2"), json!("first try")),
+        json!({"type": "progress", "uuid": "p", "parentUuid": "3", "sessionId": "s1"}),
+        assistant(
+            "4",
+            "p",
+            "m2",
+            json!([{"type": "text", "text": "abandoned"}]),
+        ),
+        user("5", Some("2"), json!("second try")),
+        assistant("6", "5", "m3", json!([{"type": "text", "text": "kept"}])),
+        json!({"type": "summary", "summary": "title", "leafUuid": "6"}),
+    ]);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:hello",
+            "assistant:hi",
+            "user:second try",
+            "assistant:kept"
+        ]
+    );
+    assert_eq!(t.skipped.non_message_lines, 3);
+    assert_eq!(t.skipped.side_branches, 1);
+    assert_eq!(t.skipped.side_branch_messages, 2);
+    assert_eq!(t.source_session_id.as_deref(), Some("s1"));
+    assert_eq!(t.parent_session_id, None);
+    assert_eq!(t.models, ["claude-x"]);
+    assert_eq!(t.messages[3].timestamp.as_deref(), Some("t-6"));
+}
+
+#[test]
+fn compact_boundary_and_summary_line_become_one_event() {
+    let t = one(&[
+        user("1", None, json!("hello")),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "hi"}])),
+        json!({"type": "system", "subtype": "compact_boundary", "uuid": "b", "parentUuid": null,
+               "logicalParentUuid": "2", "timestamp": "tb", "sessionId": "s1"}),
+        json!({"type": "user", "uuid": "3", "parentUuid": "b", "isCompactSummary": true,
+               "sessionId": "s1", "message": {"role": "user", "content": "the summary"}}),
+        user("4", Some("3"), json!("go on")),
+        assistant("5", "4", "m2", json!([{"type": "text", "text": "ok"}])),
+    ]);
+    assert_eq!(
+        shape(&t),
+        ["user:hello", "assistant:hi", "user:go on", "assistant:ok"]
+    );
+    assert_eq!(t.compactions.len(), 1);
+    assert_eq!(t.compactions[0].after_messages, 2);
+    assert_eq!(t.compactions[0].summary.as_deref(), Some("the summary"));
+    assert_eq!(t.compactions[0].timestamp.as_deref(), Some("tb"));
+    assert_eq!(t.skipped.non_message_lines, 1);
+    assert_eq!(t.skipped.side_branches, 0);
+}
+
+#[test]
+fn merges_streamed_pieces_and_takes_back_parallel_results() {
+    // Pieces of m1 chain one after the other; each result hangs off its own piece.
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant(
+            "2",
+            "1",
+            "m1",
+            json!([{"type": "text", "text": "two calls"}]),
+        ),
+        assistant("3", "2", "m1", tool_use("t1")),
+        assistant("4", "3", "m1", tool_use("t2")),
+        user("5", Some("3"), tool_result("t1")),
+        user("6", Some("4"), tool_result("t2")),
+        assistant("7", "6", "m2", json!([{"type": "text", "text": "done"}])),
+    ]);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:go",
+            "assistant:two calls,use(t1),use(t2)",
+            "user:result(t1)",
+            "user:result(t2)",
+            "assistant:done"
+        ]
+    );
+    assert_eq!(t.skipped.side_branches, 0);
+    assert_eq!(t.tool_calls(), 2);
+    assert_eq!(t.messages[1].timestamp.as_deref(), Some("t-2"));
+}
+
+#[test]
+fn a_result_between_pieces_follows_the_merged_call() {
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", tool_use("t1")),
+        user("3", Some("2"), tool_result("t1")),
+        assistant("4", "3", "m1", tool_use("t2")),
+        user("5", Some("4"), tool_result("t2")),
+    ]);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:go",
+            "assistant:use(t1),use(t2)",
+            "user:result(t1)",
+            "user:result(t2)"
+        ]
+    );
+}
+
+#[test]
+fn sidechain_file_names_its_parent_session() {
+    let mut first = user("1", Some("in-parent"), json!("task"));
+    first["isSidechain"] = json!(true);
+    first["agentId"] = json!("a1");
+    let mut reply = assistant("2", "1", "m1", json!([{"type": "text", "text": "x"}]));
+    reply["isSidechain"] = json!(true);
+    reply["agentId"] = json!("a1");
+    reply["message"]["model"] = json!("<synthetic>");
+    let t = one(&[first, reply]);
+    assert_eq!(t.parent_session_id.as_deref(), Some("s1"));
+    assert_eq!(t.source_session_id.as_deref(), Some("s1/agent-a1"));
+    assert!(t.models.is_empty());
+    assert_eq!(t.messages.len(), 2);
+    assert_eq!(t.messages[1].message.role, Role::Assistant);
+}
+
+#[test]
+fn an_inline_sidechain_is_a_transcript_of_its_own() {
+    let mut side = user("s", None, json!("subtask"));
+    side["isSidechain"] = json!(true);
+    let mut side_reply = assistant("s2", "s", "ms", json!([{"type": "text", "text": "sub"}]));
+    side_reply["isSidechain"] = json!(true);
+    let ts = parse(&jsonl(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "main"}])),
+        side,
+        side_reply,
+    ]))
+    .unwrap();
+    assert_eq!(ts.len(), 2);
+    assert_eq!(shape(&ts[0]), ["user:go", "assistant:main"]);
+    assert_eq!(ts[0].skipped.side_branches, 0);
+    assert_eq!(shape(&ts[1]), ["user:subtask", "assistant:sub"]);
+    assert_eq!(ts[1].index, 1);
+    assert_eq!(ts[1].source_session_id.as_deref(), Some("s1/sidechain-s"));
+    assert_eq!(ts[1].parent_session_id.as_deref(), Some("s1"));
+    // No call asked for it: no link.
+    assert_eq!(ts[1].parent_tool_use_id, None);
+    assert!(ts[0].spawned.is_empty());
+}
+
+/// The 1.0.x layout: a `Task` run written inline between the call and its result, as a
+/// sidechain chain rooted at `parentUuid: null`, beside a branch abandoned by an edit.
+// issue 17: inline subagents were dropped as side branches.
+#[test]
+fn r17_inline_subagent_run_is_linked_to_its_call_and_the_abandoned_edit_stays_a_side_branch() {
+    let side = |mut v: Value| {
+        v["isSidechain"] = json!(true);
+        v
+    };
+    let task = json!([{"type": "tool_use", "id": "task", "name": "Task",
+                       "input": {"description": "d", "prompt": "subtask"}}]);
+    let ts = parse(&jsonl(&[
+        json!({"type": "summary", "summary": "title", "leafUuid": "in-another-file"}),
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", task),
+        side(user("s1", None, json!("subtask"))),
+        side(assistant("s2", "s1", "ms1", tool_use("inner"))),
+        side(user("s3", Some("s2"), tool_result("inner"))),
+        side(assistant(
+            "s4",
+            "s3",
+            "ms2",
+            json!([{"type": "text", "text": "sub done"}]),
+        )),
+        user("3", Some("2"), tool_result("task")),
+        assistant("4", "3", "m2", json!([{"type": "text", "text": "ok"}])),
+        user("5", Some("4"), json!("first try")),
+        assistant(
+            "6",
+            "5",
+            "m3",
+            json!([{"type": "text", "text": "abandoned"}]),
+        ),
+        user("7", Some("4"), json!("second try")),
+        assistant("8", "7", "m4", json!([{"type": "text", "text": "kept"}])),
+    ]))
+    .unwrap();
+    assert_eq!(ts.len(), 2);
+    let (main, sub) = (&ts[0], &ts[1]);
+    assert_eq!(
+        shape(main),
+        [
+            "user:go",
+            "assistant:use(task)",
+            "user:result(task)",
+            "assistant:ok",
+            "user:second try",
+            "assistant:kept"
+        ]
+    );
+    assert_eq!(
+        (
+            main.skipped.side_branches,
+            main.skipped.side_branch_messages
+        ),
+        (1, 2)
+    );
+    assert_eq!(
+        shape(sub),
+        [
+            "user:subtask",
+            "assistant:use(inner)",
+            "user:result(inner)",
+            "assistant:sub done"
+        ]
+    );
+    assert_eq!(sub.parent_tool_use_id.as_deref(), Some("task"));
+    assert_eq!(sub.title.as_deref(), Some("subtask"));
+    assert_eq!(
+        main.spawned,
+        [Spawn {
+            tool_use_id: "task".into(),
+            session_id: "s1/sidechain-s1".into()
+        }]
+    );
+}
+
+#[test]
+fn malformed_line_is_an_error_naming_it_but_a_truncated_last_line_is_dropped() {
+    let good = jsonl(&[user("1", None, json!("hello"))]);
+    let mut bad = good.clone();
+    bad.extend_from_slice(b"{\"type\": \"user\"\n");
+    bad.extend_from_slice(&good);
+    let err = parse(&bad).unwrap_err();
+    assert!(
+        matches!(err, Error::Malformed { line: Some(2), .. }),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("line 2: invalid JSON"), "{err}");
+
+    let mut truncated = good.clone();
+    truncated.extend_from_slice(b"{\"type\": \"assistant\", \"mess");
+    let t = parse(&truncated).unwrap();
+    assert_eq!(t[0].messages.len(), 1);
+    assert_eq!(t[0].skipped.non_message_lines, 1);
+
+    let no_message = br#"{"type": "user", "uuid": "1"}"#.to_vec();
+    assert_eq!(
+        parse(&no_message).unwrap_err(),
+        Error::at(1, "user line without \"message\"")
+    );
+    let bad_block = jsonl(&[user("1", None, json!([{"type": "video"}]))]);
+    assert!(matches!(
+        parse(&bad_block),
+        Err(Error::Malformed { line: Some(1), .. })
+    ));
+    assert_eq!(
+        parse(b"[1]\n").unwrap_err(),
+        Error::at(1, "expected a JSON object")
+    );
+    assert_eq!(parse(b"\n\n").unwrap(), Vec::new());
+}
+
+#[test]
+fn sniffs_by_content() {
+    assert!(sniff(&jsonl(&[user("1", None, json!("hi"))])));
+    assert!(sniff(
+        br#"{"type":"file-history-snapshot","messageId":"x","snapshot":{}}"#
+    ));
+    assert!(!sniff(br#"{"type":"session_meta","payload":{"id":"x"}}"#));
+    assert!(!sniff(br#"[{"role":"user","content":"hi"}]"#));
+    assert!(!sniff(b"# aider chat started at 2024"));
+    assert!(!sniff(b""));
+}
+
+fn with_usage(mut line: Value, request: Option<&str>, usage: Value) -> Value {
+    line["message"]["usage"] = usage;
+    if let Some(r) = request {
+        line["requestId"] = json!(r);
+    }
+    line
+}
+
+fn queue(operation: &str, content: Option<&str>) -> Value {
+    let mut v = json!({"type": "queue-operation", "operation": operation,
+                       "timestamp": format!("q-{operation}"), "sessionId": "s1"});
+    if let Some(c) = content {
+        v["content"] = json!(c);
+    }
+    v
+}
+
+/// The number of messages that are settled after each line of `lines`, cut there.
+fn settled_after_each(lines: &[Value]) -> Vec<usize> {
+    (1..=lines.len())
+        .map(|n| {
+            parse(&jsonl(&lines[..n]))
+                .unwrap()
+                .first()
+                .map_or(0, |t| t.settled)
+        })
+        .collect()
+}
+
+#[test]
+fn a_streamed_response_is_settled_once_something_closes_it() {
+    let lines = [
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "looking"}])),
+        assistant("3", "2", "m1", tool_use("t1")),
+        user("4", Some("3"), tool_result("t1")),
+        assistant("5", "4", "m1", tool_use("t2")),
+        user("6", Some("5"), tool_result("t2")),
+        assistant("7", "6", "m2", json!([{"type": "text", "text": "done"}])),
+        user("8", Some("7"), json!("thanks")),
+    ];
+    // A tool result does not close m1 (its pieces go on after it); m2 closes it; the user
+    // line closes m2.
+    assert_eq!(settled_after_each(&lines), [1, 1, 1, 1, 1, 1, 4, 6]);
+    let whole = parse(&jsonl(&lines)).unwrap().remove(0);
+    assert_eq!(whole.messages.len(), 6);
+
+    // A stop reason closes the response at once; so does a turn-ending system line.
+    let mut stopped = assistant("2", "1", "m1", json!([{"type": "text", "text": "bye"}]));
+    stopped["message"]["stop_reason"] = json!("end_turn");
+    assert_eq!(
+        settled_after_each(&[user("1", None, json!("go")), stopped]),
+        [1, 2]
+    );
+    let end = json!({"type": "system", "subtype": "turn_duration", "uuid": "9",
+                     "parentUuid": "2", "sessionId": "s1"});
+    let open = assistant("2", "1", "m1", json!([{"type": "text", "text": "bye"}]));
+    assert_eq!(
+        settled_after_each(&[user("1", None, json!("go")), open, end]),
+        [1, 1, 2]
+    );
+}
+
+#[test]
+fn settle_keeps_what_cannot_change() {
+    let mut t = parse(&jsonl(&[
+        user("1", None, json!("go")),
+        with_usage(
+            assistant("2", "1", "m1", tool_use("t1")),
+            Some("r1"),
+            json!({"input_tokens": 1, "output_tokens": 2}),
+        ),
+    ]))
+    .unwrap()
+    .remove(0);
+    assert_eq!((t.messages.len(), t.settled, t.usage.len()), (2, 1, 1));
+    t.settle();
+    assert_eq!(shape(&t), ["user:go"]);
+    assert!(t.usage.is_empty(), "the open response's usage waits for it");
+}
+
+// issue 17: a queued message never reached the run.
+#[test]
+fn r17_queued_messages_become_user_messages_once_each() {
+    // `remove`: delivered into the running turn, placed after the results that follow it.
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", tool_use("t1")),
+        queue("enqueue", Some("also check the tests")),
+        queue("remove", None),
+        user("3", Some("2"), tool_result("t1")),
+        assistant("4", "3", "m2", json!([{"type": "text", "text": "done"}])),
+    ]);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:go",
+            "assistant:use(t1)",
+            "user:result(t1)",
+            "user:also check the tests",
+            "assistant:done"
+        ]
+    );
+    assert_eq!(t.queued, 1);
+    assert_eq!(t.messages[3].timestamp.as_deref(), Some("q-remove"));
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+
+    // `dequeue`: delivered as a user line of its own, which is the one message.
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "working"}])),
+        queue("enqueue", Some("design first")),
+        queue("dequeue", None),
+        user("3", Some("2"), json!("design first")),
+        assistant("4", "3", "m2", json!([{"type": "text", "text": "ok"}])),
+    ]);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:go",
+            "assistant:working",
+            "user:design first",
+            "assistant:ok"
+        ]
+    );
+    assert_eq!(t.queued, 0);
+
+    // Slash commands and notifications are not what the user typed to the model.
+    let t = one(&[
+        user("1", None, json!("go")),
+        queue("enqueue", Some("/mcp")),
+        queue("remove", None),
+        queue(
+            "enqueue",
+            Some("<task-notification>done</task-notification>"),
+        ),
+        queue("remove", None),
+        assistant("2", "1", "m1", json!([{"type": "text", "text": "ok"}])),
+    ]);
+    assert_eq!(shape(&t), ["user:go", "assistant:ok"]);
+}
+
+#[test]
+fn a_queued_text_not_yet_delivered_holds_back_what_follows_it() {
+    let lines = [
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", tool_use("t1")),
+        queue("enqueue", Some("stop after this")),
+        user("3", Some("2"), tool_result("t1")),
+        assistant("4", "3", "m2", json!([{"type": "text", "text": "done"}])),
+        user("5", Some("4"), json!("next task")),
+    ];
+    // m1 is open until m2 closes it; then the pending text, past the result that follows it,
+    // may still move: nothing from it on is settled.
+    assert_eq!(settled_after_each(&lines), [1, 1, 1, 1, 3, 6]);
+    // The user typed on: it was never delivered, and stays where it was queued.
+    let t = one(&lines);
+    assert_eq!(
+        shape(&t),
+        [
+            "user:go",
+            "assistant:use(t1)",
+            "user:result(t1)",
+            "user:stop after this",
+            "assistant:done",
+            "user:next task"
+        ]
+    );
+    assert_eq!(t.settled, 6);
+}
+
+#[test]
+fn usage_keeps_the_last_row_of_each_response() {
+    let ts = parse(&jsonl(&[
+        user("1", None, json!("go")),
+        with_usage(
+            assistant("2", "1", "m1", json!([{"type": "text", "text": "a"}])),
+            Some("r1"),
+            json!({"input_tokens": 3, "output_tokens": 1, "cache_read_input_tokens": 10,
+                   "cache_creation_input_tokens": 7,
+                   "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": 5}}),
+        ),
+        with_usage(
+            assistant("3", "2", "m1", tool_use("t1")),
+            Some("r1"),
+            json!({"input_tokens": 3, "output_tokens": 40, "cache_read_input_tokens": 10,
+                   "cache_creation_input_tokens": 7,
+                   "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": 5}}),
+        ),
+        user("4", Some("3"), tool_result("t1")),
+        with_usage(
+            assistant("5", "4", "m2", json!([{"type": "text", "text": "b"}])),
+            None,
+            json!({"input_tokens": 1, "output_tokens": 9, "cache_creation_input_tokens": 4}),
+        ),
+        with_usage(
+            {
+                let mut a = assistant("6", "5", "m3", json!([{"type": "text", "text": "err"}]));
+                a["message"]["model"] = json!("<synthetic>");
+                a
+            },
+            None,
+            json!({"input_tokens": 0, "output_tokens": 0}),
+        ),
+    ]))
+    .unwrap();
+    let usage = &ts[0].usage;
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    let first = &usage[0];
+    assert_eq!(first.record.id, "claude-code:m1:r1");
+    assert_eq!(first.message, Some(1));
+    assert_eq!(
+        (
+            first.record.usage.input,
+            first.record.usage.output,
+            first.record.usage.cache_write_5m,
+            first.record.usage.cache_write_1h,
+            first.record.usage.cache_read
+        ),
+        (3, 40, 2, 5, 10)
+    );
+    assert_eq!(first.record.model.as_deref(), Some("claude-x"));
+    assert_eq!(first.record.request_id.as_deref(), Some("r1"));
+    assert!(!first.record.estimated);
+    // No request id: keyed by the response id; no split: all 5-minute writes.
+    assert_eq!(usage[1].record.id, "claude-code:m2");
+    assert_eq!(usage[1].record.usage.cache_write_5m, 4);
+    assert_eq!(usage[1].message, Some(3));
+}
+
+#[test]
+fn an_abandoned_branch_is_still_paid_for() {
+    let t = one(&[
+        user("1", None, json!("go")),
+        with_usage(
+            assistant("2", "1", "m1", json!([{"type": "text", "text": "first"}])),
+            Some("r1"),
+            json!({"input_tokens": 5, "output_tokens": 5}),
+        ),
+        user("3", None, json!("go, differently")),
+        with_usage(
+            assistant("4", "3", "m2", json!([{"type": "text", "text": "second"}])),
+            Some("r2"),
+            json!({"input_tokens": 6, "output_tokens": 6}),
+        ),
+    ]);
+    assert_eq!(shape(&t), ["user:go, differently", "assistant:second"]);
+    let linked: Vec<(&str, Option<usize>)> = t
+        .usage
+        .iter()
+        .map(|u| (u.record.id.as_str(), u.message))
+        .collect();
+    assert_eq!(
+        linked,
+        [("claude-code:m1:r1", None), ("claude-code:m2:r2", Some(1))]
+    );
+}
+
+#[test]
+fn file_based_subagents_are_listed_by_the_result_that_names_them() {
+    let mut result = user("3", Some("2"), tool_result("task"));
+    result["toolUseResult"] = json!({"status": "completed", "agentId": "a1", "content": []});
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", tool_use("task")),
+        result,
+    ]);
+    assert_eq!(
+        t.spawned,
+        [Spawn {
+            tool_use_id: "task".into(),
+            session_id: "s1/agent-a1".into()
+        }]
+    );
+}
+
+#[test]
+fn metadata_comes_from_the_lines() {
+    let mut first = user(
+        "1",
+        None,
+        json!("<command-name>/clear</command-name>\n<command-args></command-args>"),
+    );
+    first["cwd"] = json!("/home/me/project");
+    first["version"] = json!("2.1.39");
+    let mut meta = user("2", Some("1"), json!("Caveat: local command output"));
+    meta["isMeta"] = json!(true);
+    let t = one(&[
+        first,
+        meta,
+        user(
+            "3",
+            Some("2"),
+            json!(
+                "  \n  Refactor the importer so that a very long instruction is cut at eighty characters\nsecond line"
+            ),
+        ),
+        assistant("4", "3", "m1", json!([{"type": "text", "text": "ok"}])),
+    ]);
+    assert_eq!(t.project.as_deref(), Some("/home/me/project"));
+    assert_eq!(t.agent_version.as_deref(), Some("2.1.39"));
+    assert_eq!(
+        t.title.as_deref(),
+        Some("Refactor the importer so that a very long instruction is cut at eighty character…")
+    );
+    // A bare command is the title only when nothing else is.
+    let t = one(&[user(
+        "1",
+        None,
+        json!("<command-name>/init</command-name>\n<command-args></command-args>"),
+    )]);
+    assert_eq!(t.title.as_deref(), Some("/init"));
+}
+
+#[test]
+fn hook_output_copied_from_the_parent_is_not_a_subagent_message() {
+    let side = |mut v: Value| {
+        v["isSidechain"] = json!(true);
+        v["agentId"] = json!("acompact-1");
+        v
+    };
+    let mut hook = side(user(
+        "h",
+        Some("in-parent"),
+        json!("<system-reminder>hook</system-reminder>"),
+    ));
+    hook["isMeta"] = json!(true);
+    let lines = [
+        hook,
+        side(user("1", Some("in-parent-too"), json!("Summarize"))),
+        side(assistant(
+            "2",
+            "1",
+            "m1",
+            json!([{"type": "text", "text": "summary"}]),
+        )),
+    ];
+    assert!(parse(&jsonl(&lines[..1])).unwrap().is_empty());
+    let t = one(&lines);
+    assert_eq!(shape(&t), ["user:Summarize", "assistant:summary"]);
+    assert_eq!(t.skipped.side_branches, 0);
+    assert_eq!(t.skipped.non_message_lines, 1);
+}
+
+#[test]
+fn estimates_are_only_for_sources_without_usage() {
+    let t = one(&[
+        user("1", None, json!("go")),
+        with_usage(
+            assistant("2", "1", "m1", json!([{"type": "text", "text": "a"}])),
+            Some("r"),
+            json!({"input_tokens": 1, "output_tokens": 1}),
+        ),
+    ]);
+    assert!(t.estimated_usage(&[10, 20], "k").is_empty());
+    let mut bare = t.clone();
+    bare.usage.clear();
+    let estimated = bare.estimated_usage(&[10, 20], "k");
+    assert_eq!(estimated.len(), 1);
+    let e = &estimated[0];
+    assert_eq!(e.record.id, "k#1");
+    assert!(e.record.estimated);
+    assert_eq!((e.record.usage.input, e.record.usage.output), (10, 20));
+    assert_eq!(e.message, Some(1));
+}
