@@ -69,7 +69,12 @@
 //!   every file the response is copied into. `cache_creation.ephemeral_5m_input_tokens` and
 //!   `ephemeral_1h_input_tokens` split the writes (all 5-minute when absent). A record belongs
 //!   to the transcript whose lines hold it (an abandoned branch's to the main one, with no
-//!   message); a `<synthetic>` response with no tokens is no record.
+//!   message); a `<synthetic>` response with no tokens is no record. A subagent's responses
+//!   are also repeated in its parent's `progress` lines of type `agent_progress`
+//!   (`data.message.message` with its `usage`, `data.message.requestId`): they are records of the
+//!   main transcript, with no message, under the same ids, so that the subagent's file, when it
+//!   exists, counts them once, and when it is gone (Claude Code deletes old files; a copy may
+//!   lack it) they are still counted.
 //!
 //! **The last complete unit** ([`Transcript::settled`]). A file being written can end anywhere;
 //! a line is read once its JSON object is whole (an unterminated last line that does not parse
@@ -262,6 +267,8 @@ struct Raw<'a> {
     message: Option<Value>,
     #[serde(default, borrow)]
     tool_use_result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -302,6 +309,18 @@ struct Line<'a> {
     usage: Option<Usage>,
     /// `toolUseResult.agentId`: the file-based subagent a `Task` result names.
     spawned_agent: Option<String>,
+    /// A subagent response an `agent_progress` line repeats: its `message.id`, `requestId`,
+    /// model, timestamp and usage.
+    progress: Option<Progress>,
+}
+
+/// A subagent's response as its parent's `agent_progress` line records it.
+struct Progress {
+    response_id: Option<String>,
+    request_id: Option<String>,
+    model: Option<String>,
+    timestamp: Option<String>,
+    usage: Usage,
 }
 
 impl Line<'_> {
@@ -820,14 +839,30 @@ impl File<'_, '_> {
         let mut slot: HashMap<String, usize> = HashMap::new();
         for &i in members {
             let line = &lines[i];
-            let Some(usage) = line.usage else {
-                continue;
-            };
-            let synthetic = line.model.as_deref() == Some("<synthetic>");
+            // A response of this transcript, or a subagent's its progress line repeats.
+            let (response_id, request_id, model, timestamp, usage) =
+                match (&line.usage, &line.progress) {
+                    (Some(usage), _) => (
+                        line.response_id.as_deref(),
+                        line.request_id.as_deref(),
+                        line.model.as_deref(),
+                        line.timestamp.as_deref(),
+                        *usage,
+                    ),
+                    (None, Some(p)) => (
+                        p.response_id.as_deref(),
+                        p.request_id.as_deref(),
+                        p.model.as_deref(),
+                        p.timestamp.as_deref(),
+                        p.usage,
+                    ),
+                    (None, None) => continue,
+                };
+            let synthetic = model == Some("<synthetic>");
             if synthetic && usage.total() == 0 {
                 continue;
             }
-            let id = match (line.response_id.as_deref(), line.request_id.as_deref()) {
+            let id = match (response_id, request_id) {
                 (Some(m), Some(r)) => format!("claude-code:{m}:{r}"),
                 (Some(m), None) => format!("claude-code:{m}"),
                 (None, _) => format!(
@@ -839,16 +874,16 @@ impl File<'_, '_> {
             let imported = ImportedUsage {
                 record: UsageRecord {
                     id: id.clone(),
-                    model: line.model.clone().filter(|_| !synthetic),
-                    response_id: line.response_id.clone(),
-                    request_id: line.request_id.as_deref().map(str::to_owned),
-                    at: line.timestamp.as_deref().and_then(Timestamp::parse),
+                    model: model.filter(|_| !synthetic).map(str::to_owned),
+                    response_id: response_id.map(str::to_owned),
+                    request_id: request_id.map(str::to_owned),
+                    at: timestamp.and_then(Timestamp::parse),
                     usage,
                     estimated: false,
                 },
                 message: line
-                    .response_id
-                    .as_deref()
+                    .usage
+                    .and(response_id)
                     .and_then(|r| message_of.get(r).copied()),
             };
             // The last row of a response is kept: a streamed response's output count grows.
@@ -1077,6 +1112,23 @@ fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
         .filter(|r| memchr::memmem::find(r.get().as_bytes(), b"\"agentId\"").is_some())
         .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
         .and_then(|v| v.get("agentId").and_then(Value::as_str).map(str::to_owned));
+    let progress = raw
+        .data
+        .filter(|d| memchr::memmem::find(d.get().as_bytes(), b"agent_progress").is_some())
+        .and_then(|d| serde_json::from_str::<Value>(d.get()).ok())
+        .filter(|d| d.get("type").and_then(Value::as_str) == Some("agent_progress"))
+        .and_then(|d| {
+            let outer = d.get("message")?;
+            let inner = outer.get("message")?;
+            let str_at = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+            Some(Progress {
+                response_id: str_at(inner, "id"),
+                request_id: str_at(outer, "requestId"),
+                model: str_at(inner, "model"),
+                timestamp: str_at(outer, "timestamp"),
+                usage: usage_of(inner.get("usage")?)?,
+            })
+        });
     Ok(Line {
         kind,
         uuid: raw.uuid.0,
@@ -1103,6 +1155,7 @@ fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
         stopped,
         usage,
         spawned_agent,
+        progress,
     })
 }
 

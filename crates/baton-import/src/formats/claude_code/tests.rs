@@ -708,3 +708,33 @@ fn estimates_are_only_for_sources_without_usage() {
     assert_eq!((e.record.usage.input, e.record.usage.output), (10, 20));
     assert_eq!(e.message, Some(1));
 }
+
+#[test]
+fn a_subagent_response_repeated_in_a_progress_line_is_a_record_of_the_session() {
+    let progress = json!({"type": "progress", "uuid": "p", "parentUuid": "2", "sessionId": "s1",
+        "timestamp": "2026-02-10T21:55:00Z",
+        "data": {"type": "agent_progress", "message": {"type": "assistant", "requestId": "req_9",
+            "timestamp": "2026-02-10T21:55:01Z",
+            "message": {"id": "msg_9", "model": "claude-haiku-4-5-20251001",
+                        "role": "assistant", "content": [],
+                        "usage": {"input_tokens": 24, "output_tokens": 7}}}}});
+    let hook = json!({"type": "progress", "uuid": "h", "parentUuid": "2", "sessionId": "s1",
+        "data": {"type": "hook_progress", "hookName": "x"}});
+    let t = one(&[
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", tool_use("task")),
+        hook,
+        progress,
+    ]);
+    assert_eq!(t.usage.len(), 1);
+    let u = &t.usage[0];
+    assert_eq!(u.record.id, "claude-code:msg_9:req_9");
+    assert_eq!(u.message, None);
+    assert_eq!((u.record.usage.input, u.record.usage.output), (24, 7));
+    assert_eq!(u.record.model.as_deref(), Some("claude-haiku-4-5-20251001"));
+    assert_eq!(
+        u.record.at,
+        baton_core::Timestamp::parse("2026-02-10T21:55:01Z")
+    );
+    assert_eq!(t.skipped.non_message_lines, 2);
+}
