@@ -12,8 +12,11 @@
 //! for the proxy's error to be reported. Each counter's throughput is in MiB per second of
 //! message JSON (the form a history row stores), each pass over all messages timed alone,
 //! medians of rounds; decoding a vocabulary (what its first use in a process costs) is timed
-//! apart. `--quick` counts
-//! every sixth file. A missing corpus skips the section with one line.
+//! apart. baton counts with `bpe-openai` (issue 17, item 7); `tiktoken-rs`, the port of
+//! OpenAI's tiktoken baton counted with before, counts the same messages in the same run, and
+//! the section prints both throughputs, their ratio, and how many messages the two count
+//! differently (target 0). `--quick` counts every sixth file. A missing corpus skips the section
+//! with one line.
 
 use std::io::Write;
 use std::path::Path;
@@ -26,7 +29,7 @@ use baton_tokens::{Encoding, Tiktoken};
 use serde_json::json;
 
 use crate::import::{CORPUS, walk};
-use crate::{Report, Unit, list, median, ms, percentile, thousands};
+use crate::{Report, Target, Unit, list, median, ms, percentile, thousands};
 
 /// Messages with fewer real tokens than this are left out of the per-message error.
 const MIN_REAL: u32 = 20;
@@ -93,18 +96,32 @@ pub(crate) fn section(
     let bytes = ByteEstimate;
     let o200k = Tiktoken::new(Encoding::O200k);
     let cl100k = Tiktoken::new(Encoding::Cl100k);
-    let counters: [&dyn TokenCounter; 3] = [&bytes, &o200k, &cl100k];
-    let mut seconds = [const { Vec::new() }; 3];
-    let mut counts = vec![[0u32; 3]; messages.len()];
+    let reference_o200k = Reference {
+        name: "tiktoken-rs o200k_base",
+        bpe: tiktoken_rs::o200k_base()?,
+    };
+    let reference_cl100k = Reference {
+        name: "tiktoken-rs cl100k_base",
+        bpe: tiktoken_rs::cl100k_base()?,
+    };
+    let counters: [&dyn TokenCounter; 5] =
+        [&bytes, &o200k, &cl100k, &reference_o200k, &reference_cl100k];
+    let mut seconds = [const { Vec::new() }; 5];
+    let mut all = vec![[0u32; 5]; messages.len()];
     for _ in 0..rounds {
         for (k, counter) in counters.iter().enumerate() {
             let start = Instant::now();
-            for ((_, message), slot) in messages.iter().zip(&mut counts) {
+            for ((_, message), slot) in messages.iter().zip(&mut all) {
                 slot[k] = counter.count_message(message);
             }
             seconds[k].push(start.elapsed().as_secs_f64());
         }
     }
+    let counts: Vec<[u32; 3]> = all.iter().map(|c| [c[0], c[1], c[2]]).collect();
+    let differ = [
+        all.iter().filter(|c| c[1] != c[3]).count(),
+        all.iter().filter(|c| c[2] != c[4]).count(),
+    ];
     let counted: Vec<Counted> = messages
         .iter()
         .zip(&sizes)
@@ -224,9 +241,44 @@ pub(crate) fn section(
     let per_s: Vec<f64> = seconds.iter().map(|s| mib / median(s)).collect();
     writeln!(
         out,
-        "    throughput (MiB/s of message JSON, median): proxy {:.0}, o200k_base {:.1}, cl100k_base {:.1}; decoding a vocabulary on first use: o200k_base {:.0} ms, cl100k_base {:.0} ms",
-        per_s[0], per_s[1], per_s[2], load_ms[0], load_ms[1]
+        "    throughput (MiB/s of message JSON, median): proxy {:.0}, o200k_base {:.1}, cl100k_base {:.1}; tiktoken-rs: o200k_base {:.1}, cl100k_base {:.1}; decoding a tiktoken-rs vocabulary: o200k_base {:.0} ms, cl100k_base {:.0} ms",
+        per_s[0], per_s[1], per_s[2], per_s[3], per_s[4], load_ms[0], load_ms[1]
     )?;
+    let speedup = [per_s[1] / per_s[3], per_s[2] / per_s[4]];
+    writeln!(
+        out,
+        "    baton (bpe-openai) vs tiktoken-rs: o200k_base {:.1}x, cl100k_base {:.1}x faster; messages counted differently: o200k_base {}, cl100k_base {} of {} (target 0) {}",
+        speedup[0],
+        speedup[1],
+        differ[0],
+        differ[1],
+        thousands(all.len() as f64),
+        if differ == [0, 0] { "PASS" } else { "MISS" }
+    )?;
+    for (k, key, name) in [
+        (0, "tokens_o200k_speedup_vs_tiktoken_rs", "o200k_base"),
+        (1, "tokens_cl100k_speedup_vs_tiktoken_rs", "cl100k_base"),
+    ] {
+        report.figure(
+            key,
+            format!("7 token counting, {name}: baton over tiktoken-rs"),
+            speedup[k],
+            Unit::Ratio,
+            None,
+        );
+    }
+    report.figure(
+        "tokens_counted_differently",
+        "7 messages counted differently from tiktoken-rs (target 0)",
+        (differ[0] + differ[1]) as f64,
+        Unit::Count("messages"),
+        Some(Target::AtMost(0.0)),
+    );
+    details["tiktoken_rs"] = json!({
+        "mib_per_s": { "o200k_base": per_s[3], "cl100k_base": per_s[4] },
+        "speedup": { "o200k_base": speedup[0], "cl100k_base": speedup[1] },
+        "messages_counted_differently": { "o200k_base": differ[0], "cl100k_base": differ[1] },
+    });
     for (k, key, name) in [
         (0, "tokens_bytes_mib_per_s", "bytes proxy"),
         (1, "tokens_o200k_mib_per_s", "o200k_base"),
@@ -292,6 +344,22 @@ fn corpus_messages(corpus: &Path, every: usize) -> anyhow::Result<Vec<(&'static 
         }
     }
     Ok(messages)
+}
+
+/// tiktoken's own counting (`tiktoken-rs`), the reference baton's counts must equal.
+struct Reference {
+    name: &'static str,
+    bpe: tiktoken_rs::CoreBPE,
+}
+
+impl TokenCounter for Reference {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn count_text(&self, text: &str) -> u32 {
+        u32::try_from(self.bpe.encode_ordinary(text).len()).unwrap_or(u32::MAX)
+    }
 }
 
 /// `|estimate − real| / real`.

@@ -27,15 +27,15 @@ fn known_counts() {
     // cl100k_base; "👍" is three byte-level tokens in cl100k_base, [9468, 239, 235].
     check_counts("hello world", 2, 2);
     assert_eq!(
-        Encoding::O200k.bpe().encode_ordinary("hello world"),
+        Encoding::O200k.bpe().encode("hello world"),
         [24912, 2375]
     );
     assert_eq!(
-        Encoding::Cl100k.bpe().encode_ordinary("hello world"),
+        Encoding::Cl100k.bpe().encode("hello world"),
         [15339, 1917]
     );
     assert_eq!(
-        Encoding::Cl100k.bpe().encode_ordinary("👍"),
+        Encoding::Cl100k.bpe().encode("👍"),
         [9468, 239, 235]
     );
     check_counts("", 0, 0);
