@@ -9,9 +9,10 @@
 //!   session.
 //! - `#### ` lines are what the user typed; a run of them is one user message.
 //! - `> ` lines are aider's console output. aider has no tool protocol, but it does act: each
-//!   `> Applied edit to FILE` line is a tool use `{name: "apply_edit", input: {"path": FILE}}`
-//!   (id `aider-edit-<n>`, numbered per session) answered by a [`Role::Tool`] result
-//!   `Applied edit to FILE`. The use joins the assistant message just before it (the reply whose
+//!   `> Applied edit to FILE` line is a tool use `{name: "apply_edit", input: {"path": FILE,
+//!   "edit": "sha256:…"}}` (id `aider-edit-<n>`, numbered per session; `edit` digests the edit
+//!   blocks for that file in the last assistant reply before it, so two edits of one file are one
+//!   repeated call only when they change it the same way) answered by a [`Role::Tool`] result `Applied edit to FILE`. The use joins the assistant message just before it (the reply whose
 //!   edit blocks aider applied), else opens an assistant message of its own. Every other run of
 //!   console lines is one user message holding the output: it is what the person saw and
 //!   answered (`Add these files to the chat? y`), and it is not a tool's answer to the model.
@@ -234,10 +235,24 @@ impl Session {
             self.edits += 1;
             let id = format!("aider-edit-{}", self.edits);
             let path = path.trim().to_owned();
+            // The reply whose edit blocks were applied: the last assistant text (console output,
+            // such as the token counts, may stand between it and the edit).
+            let reply = self
+                .t
+                .messages
+                .iter()
+                .rev()
+                .filter(|m| m.message.role == Role::Assistant)
+                .map(|m| m.message.plain_text())
+                .find(|text| !text.is_empty());
+            let input = match reply {
+                Some(reply) => json!({ "path": path, "edit": edit_digest(&reply, &path) }),
+                None => json!({ "path": path }),
+            };
             let tool_use = ContentBlock::ToolUse {
                 id: id.clone(),
                 name: "apply_edit".to_owned(),
-                input: json!({ "path": path }),
+                input,
             };
             match self.t.messages.last_mut() {
                 Some(last)
@@ -332,6 +347,45 @@ impl Session {
     }
 }
 
+/// What an edit of `path` changed, as `sha256:<16 hex digits>` of the reply's blocks for it:
+/// a fenced block right after a line naming the file (aider's `diff` and `whole` formats), or a
+/// fenced block whose `---`/`+++` lines name it (`udiff`); the whole reply when none does. Two
+/// edits of one file are the same edit only when this is the same.
+fn edit_digest(reply: &str, path: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let names = |line: &str| {
+        let l = line.trim().trim_matches('`').trim();
+        !l.is_empty() && (l == path || l.ends_with(&format!("/{path}")) || path.ends_with(&format!("/{l}")))
+    };
+    let lines: Vec<&str> = reply.lines().collect();
+    let mut blocks = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].trim_start().starts_with("```") {
+            i += 1;
+            continue;
+        }
+        let close = (i + 1..lines.len())
+            .find(|&j| lines[j].trim() == "```")
+            .unwrap_or(lines.len());
+        let body = &lines[(i + 1).min(close)..close];
+        let named = i > 0 && names(lines[i - 1]);
+        let diffed = body.iter().any(|l| {
+            (l.starts_with("--- ") || l.starts_with("+++ "))
+                && l[4..].trim().trim_start_matches("a/").trim_start_matches("b/") == path
+        });
+        if named || diffed {
+            blocks.push_str(&body.join("\n"));
+            blocks.push('\n');
+        }
+        i = close + 1;
+    }
+    let hashed = if blocks.is_empty() { reply } else { &blocks };
+    let digest = Sha256::digest(hashed.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// The website's transcript wrappers.
 fn is_wrapper(line: &str) -> bool {
     let l = line.trim();
@@ -361,6 +415,37 @@ mod tests {
             .iter()
             .map(|m| (m.message.role, m.message.plain_text()))
             .collect()
+    }
+
+    // issue 17: every aider edit of the same file counted as a repeat.
+    #[test]
+    fn r17_edits_of_one_file_are_the_same_call_only_when_they_change_it_the_same_way() {
+        let edit = |replace: &str| {
+            format!(
+                "#### change it\n\napp.py\n```python\n<<<<<<< SEARCH\na\n=======\n{replace}\n>>>>>>> REPLACE\n```\n\n> Applied edit to app.py  \n\n"
+            )
+        };
+        let md = format!("{}{}{}", edit("b"), edit("c"), edit("b"));
+        let t = &parse(md.as_bytes()).unwrap()[0];
+        let inputs: Vec<&serde_json::Value> = t
+            .messages
+            .iter()
+            .flat_map(|m| &m.message.content)
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { input, .. } => Some(input),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(inputs.len(), 3);
+        assert_ne!(inputs[0], inputs[1], "a different change of the file");
+        assert_eq!(inputs[0], inputs[2], "the same change again");
+        // udiff names the file in its header; a reply naming no file is digested whole.
+        let udiff = "```diff\n--- a/app.py\n+++ b/app.py\n@@\n-a\n+b\n```";
+        assert_eq!(
+            edit_digest(&format!("intro\n{udiff}\nmore words"), "app.py"),
+            edit_digest(&format!("other intro\n{udiff}"), "app.py")
+        );
+        assert_ne!(edit_digest("just words", "app.py"), edit_digest("other words", "app.py"));
     }
 
     // issue 17: 150 empty aider runs were created.
@@ -450,7 +535,12 @@ You're welcome.
         match &t.messages[2].message.content[1] {
             ContentBlock::ToolUse { name, input, .. } => {
                 assert_eq!(name, "apply_edit");
-                assert_eq!(input, &json!({"path": "utils.py"}));
+                assert_eq!(input["path"], "utils.py");
+                // The block after the line naming the file is what the edit changed.
+                assert_eq!(
+                    input["edit"],
+                    edit_digest("utils.py\n```python\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "utils.py")
+                );
             }
             other => panic!("{other:?}"),
         }
