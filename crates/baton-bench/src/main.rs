@@ -79,6 +79,13 @@
 //!     and misses (target ≥ 10×), added latency (hits: p99 ≤ 1 ms), upstream calls per burst
 //!     of 50 identical requests (target 1). About four minutes, two of them LiteLLM's;
 //!     `--only gateway` runs it alone.
+//! 13. **Usage** (issue 17; module `usage`): baton's daily and session usage reports of the
+//!     Claude Code corpus against `npx ccusage@20.0.24` on the same files laid out as
+//!     `~/.claude/projects`: days and sessions that agree to the token, the ones that differ
+//!     (ccusage's bugs, accounted for by `crates/baton-usage/tests/it/ccusage.rs`), and costs
+//!     (target: within 1% where the tokens agree). Skipped with one line without `npx`.
+//!
+//! `--only import|tokens|usage` (and `pg_ledger`, `gateway`) runs one section alone.
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
@@ -116,6 +123,7 @@ mod peers;
 mod pg_ledger;
 mod postgres;
 mod tokens;
+mod usage;
 
 /// baton's schema, applied verbatim to the bare baseline's file.
 const SCHEMA: &str = include_str!("../../baton-sqlite/migrations/0001_init.sql");
@@ -154,8 +162,8 @@ fn main() -> ExitCode {
 struct Args {
     quick: bool,
     json: bool,
-    /// Hidden: `--only pg_ledger` or `--only gateway` runs section 11 or 12 alone (to measure
-    /// it without the others).
+    /// Hidden: `--only import|tokens|pg_ledger|gateway|usage` runs section 6, 7, 11, 12 or 13
+    /// alone (to measure it without the others).
     only: Option<&'static str>,
 }
 
@@ -173,9 +181,16 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
             "--only" => {
                 let section = args.next().unwrap_or_default();
                 parsed.only = Some(match section.as_str() {
+                    "import" => "import",
+                    "tokens" => "tokens",
                     "pg_ledger" => "pg_ledger",
                     "gateway" => "gateway",
-                    _ => return Err(format!("--only {section:?}: expected pg_ledger or gateway")),
+                    "usage" => "usage",
+                    _ => {
+                        return Err(format!(
+                            "--only {section:?}: expected import, tokens, pg_ledger, gateway or usage"
+                        ));
+                    }
                 });
             }
             "--json" => parsed.json = true,
@@ -407,8 +422,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
     let mut report = Report::default();
     match args.only {
+        Some("import") => import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?,
+        Some("tokens") => tokens::section(args.quick, &mut report, &mut out)?,
         Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
         Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
+        Some("usage") => usage::section(&mut report, &mut out)?,
         _ => {}
     }
     if args.only.is_some() {
@@ -426,6 +444,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     postgres::section(args.quick, &mut report, &mut out)?;
     pg_ledger::section(args.quick, &mut report, &mut out)?;
     gateway::section(dir.path(), args.quick, &mut report, &mut out)?;
+    usage::section(&mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;

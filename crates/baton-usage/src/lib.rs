@@ -66,6 +66,12 @@ pub struct Entry {
     pub agent: String,
 }
 
+/// The session a transcript's usage belongs to: its own session id, or, for a subagent
+/// (`<session>/agent-<id>`, `<session>/sidechain-<uuid>`), its parent's, as ccusage counts it.
+pub fn root_session(session_id: &str) -> &str {
+    session_id.split('/').next().unwrap_or(session_id)
+}
+
 /// Keeps one record per [`UsageRecord::id`]: the larger copy ([`UsageRecord::keep_larger`]),
 /// in the place of the first.
 pub fn dedupe(entries: Vec<Entry>) -> Vec<Entry> {

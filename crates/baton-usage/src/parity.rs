@@ -8,10 +8,37 @@
 //! running `npx ccusage`) is the caller's: `baton-bench` and this crate's tests.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
 use crate::{Report, Row, SessionReport};
+
+/// The ccusage release baton is compared with (20.0.26 published no Linux binary).
+pub const CCUSAGE: &str = "ccusage@20.0.24";
+
+/// The command that runs ccusage's `report` (`daily`, `session`, …) as `--json --offline` in
+/// UTC over the Claude Code data under `home/.claude`, with npm's cache at `npm_cache` (so that
+/// ccusage is fetched from the registry once). The caller runs it.
+pub fn command(home: &Path, report: &str, npm_cache: &Path) -> Command {
+    let mut c = Command::new("npx");
+    c.args([
+        "--yes",
+        CCUSAGE,
+        report,
+        "--json",
+        "--offline",
+        "--timezone",
+        "UTC",
+    ])
+    .env("HOME", home)
+    .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+    .env("TZ", "UTC")
+    .env("npm_config_cache", npm_cache)
+    .env("npm_config_update_notifier", "false");
+    c
+}
 
 /// Where a Claude Code file goes under `projects/`: `<project>/<session id>.jsonl`, a subagent's
 /// `<project>/<parent session id>/subagents/<file>`, with `<project>` the part of `name` before

@@ -20,18 +20,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::process::Command;
 
 use baton_core::prices::PriceTable;
 use baton_import::Format;
-use baton_usage::parity::{Comparison, compare_daily, compare_sessions, layout};
+use baton_usage::parity::{CCUSAGE, Comparison, command, compare_daily, compare_sessions, layout};
 use baton_usage::{Options, Period, Zone, report, sessions};
 use serde_json::Value;
 
 use crate::corpus::{entries, files};
-
-/// The ccusage release compared against.
-pub const CCUSAGE: &str = "ccusage@20.0.24";
 
 /// Lays `files` out under `home/.claude/projects` as Claude Code does.
 pub fn lay_out(home: &Path, files: &[(String, Vec<u8>)]) {
@@ -52,24 +48,9 @@ pub fn lay_out(home: &Path, files: &[(String, Vec<u8>)]) {
     }
 }
 
-/// Runs ccusage's `command` over `home`; `None` when npx is missing.
-pub fn ccusage(home: &Path, command: &str, npm_cache: &Path) -> Option<Value> {
-    let out = Command::new("npx")
-        .args([
-            "--yes",
-            CCUSAGE,
-            command,
-            "--json",
-            "--offline",
-            "--timezone",
-            "UTC",
-        ])
-        .env("HOME", home)
-        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
-        .env("TZ", "UTC")
-        .env("npm_config_cache", npm_cache)
-        .env("npm_config_update_notifier", "false")
-        .output();
+/// Runs ccusage's `report` over `home`; `None` when npx is missing.
+pub fn ccusage(home: &Path, report: &str, npm_cache: &Path) -> Option<Value> {
+    let out = command(home, report, npm_cache).output();
     let out = match out {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -77,7 +58,7 @@ pub fn ccusage(home: &Path, command: &str, npm_cache: &Path) -> Option<Value> {
     };
     assert!(
         out.status.success(),
-        "npx {CCUSAGE} {command} failed: {}",
+        "npx {CCUSAGE} {report} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(serde_json::from_slice(&out.stdout).unwrap())

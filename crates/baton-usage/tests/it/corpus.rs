@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use baton_core::Timestamp;
 use baton_core::prices::PriceTable;
 use baton_import::Format;
-use baton_usage::{Entry, Options, Period, dedupe, report, sessions};
+use baton_usage::{Entry, Options, Period, dedupe, report, root_session, sessions};
 use serde_json::Value;
 
 /// The corpus directory, or `None` (with a message) when it is absent.
@@ -52,12 +52,11 @@ pub fn entries(files: &[(String, Vec<u8>)], format: Format) -> Vec<Entry> {
     let mut out = Vec::new();
     for (_, bytes) in files {
         for t in baton_import::parse(format, bytes).unwrap() {
-            let id = t.source_session_id.clone().unwrap_or_default();
-            let session = id.split('/').next().unwrap_or("").to_owned();
+            let session = root_session(t.source_session_id.as_deref().unwrap_or(""));
             for u in &t.usage {
                 out.push(Entry {
                     record: u.record.clone(),
-                    session: session.clone(),
+                    session: session.to_owned(),
                     project: t.project.clone(),
                     agent: format.name().to_owned(),
                 });
