@@ -26,18 +26,9 @@ fn known_counts() {
     // tiktoken's own tests: "hello world" is [24912, 2375] in o200k_base and [15339, 1917] in
     // cl100k_base; "👍" is three byte-level tokens in cl100k_base, [9468, 239, 235].
     check_counts("hello world", 2, 2);
-    assert_eq!(
-        Encoding::O200k.bpe().encode("hello world"),
-        [24912, 2375]
-    );
-    assert_eq!(
-        Encoding::Cl100k.bpe().encode("hello world"),
-        [15339, 1917]
-    );
-    assert_eq!(
-        Encoding::Cl100k.bpe().encode("👍"),
-        [9468, 239, 235]
-    );
+    assert_eq!(Encoding::O200k.bpe().encode("hello world"), [24912, 2375]);
+    assert_eq!(Encoding::Cl100k.bpe().encode("hello world"), [15339, 1917]);
+    assert_eq!(Encoding::Cl100k.bpe().encode("👍"), [9468, 239, 235]);
     check_counts("", 0, 0);
     check_counts("👍", 1, 3);
     // Both split digits into runs of at most three, each one token.

@@ -41,7 +41,12 @@ fn r17_aider_edits_of_one_file_repeat_only_when_they_change_it_the_same_way() {
             }
         }
     }
-    let all = total(&tools(&calls, Some("apply_edit"), Timestamp(0), Timestamp(1)));
+    let all = total(&tools(
+        &calls,
+        Some("apply_edit"),
+        Timestamp(0),
+        Timestamp(1),
+    ));
     // Edits of a file the same run had edited before: what counting by path called repeats.
     let mut seen = std::collections::HashSet::new();
     let same_file = paths.iter().filter(|p| !seen.insert(*p)).count() as u64;

@@ -355,7 +355,8 @@ fn edit_digest(reply: &str, path: &str) -> String {
     use sha2::{Digest, Sha256};
     let names = |line: &str| {
         let l = line.trim().trim_matches('`').trim();
-        !l.is_empty() && (l == path || l.ends_with(&format!("/{path}")) || path.ends_with(&format!("/{l}")))
+        !l.is_empty()
+            && (l == path || l.ends_with(&format!("/{path}")) || path.ends_with(&format!("/{l}")))
     };
     let lines: Vec<&str> = reply.lines().collect();
     let mut blocks = String::new();
@@ -372,7 +373,11 @@ fn edit_digest(reply: &str, path: &str) -> String {
         let named = i > 0 && names(lines[i - 1]);
         let diffed = body.iter().any(|l| {
             (l.starts_with("--- ") || l.starts_with("+++ "))
-                && l[4..].trim().trim_start_matches("a/").trim_start_matches("b/") == path
+                && l[4..]
+                    .trim()
+                    .trim_start_matches("a/")
+                    .trim_start_matches("b/")
+                    == path
         });
         if named || diffed {
             blocks.push_str(&body.join("\n"));
@@ -445,7 +450,10 @@ mod tests {
             edit_digest(&format!("intro\n{udiff}\nmore words"), "app.py"),
             edit_digest(&format!("other intro\n{udiff}"), "app.py")
         );
-        assert_ne!(edit_digest("just words", "app.py"), edit_digest("other words", "app.py"));
+        assert_ne!(
+            edit_digest("just words", "app.py"),
+            edit_digest("other words", "app.py")
+        );
     }
 
     // issue 17: 150 empty aider runs were created.
@@ -539,7 +547,10 @@ You're welcome.
                 // The block after the line naming the file is what the edit changed.
                 assert_eq!(
                     input["edit"],
-                    edit_digest("utils.py\n```python\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "utils.py")
+                    edit_digest(
+                        "utils.py\n```python\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```",
+                        "utils.py"
+                    )
                 );
             }
             other => panic!("{other:?}"),

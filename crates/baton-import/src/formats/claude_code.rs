@@ -7,7 +7,9 @@
 //!   [`baton_wire::anthropic::parse_message`]. `queue-operation` lines are read as described
 //!   under *Queued messages*. Every other line type (`progress`, `system`, `summary`,
 //!   `file-history-snapshot`, `attachment`, and any new one) is passed over and counted in
-//!   [`Skipped::non_message_lines`], wherever it sits in the tree.
+//!   [`Skipped::non_message_lines`], wherever it sits in the tree. So is an `isMeta` user line
+//!   whose parent is not in the file: hook output Claude Code copies from the parent session into
+//!   a subagent's file (the compaction agent's, `agent-acompact-*`), which is the parent's.
 //! - **The main branch.** The tip is the last message line in file order that is not a
 //!   sidechain line (`isSidechain` not true); in a subagent file, where every line is one, the
 //!   last message line. The main branch is the tip's chain of ancestors; a `compact_boundary`
@@ -50,9 +52,12 @@
 //!   the main branch with the same text delivers the first such one, and `dequeue`/`remove`
 //!   deliver the oldest. A removed text becomes a user message at the point of its `remove`
 //!   line, moved past the tool results that follow there so no call is separated from its
-//!   result; a text never delivered becomes one at its `enqueue` line. A queued slash command
-//!   (`/mcp`) is run by Claude Code, which logs its own lines, and is not a message. Each
-//!   queued text becomes at most one message; [`Transcript::queued`] counts them.
+//!   result. A text still waiting when the user types something else was never delivered, and
+//!   one still waiting at the end of the file may yet be: either becomes a user message at its
+//!   `enqueue` line (moved past results the same way). A queued slash command (`/mcp`) is run by
+//!   Claude Code, which logs its own lines, and a `<task-notification>` is Claude Code's, not
+//!   typed: neither is a message. Each queued text becomes at most one message;
+//!   [`Transcript::queued`] counts them.
 //! - **Identity and metadata.** `source_session_id` is the tip's `sessionId`. In a subagent file
 //!   (the tip is a sidechain line) `sessionId` names the parent session, so it becomes
 //!   `parent_session_id` and the transcript's own id is `<sessionId>/agent-<agentId>` (none
