@@ -5,6 +5,18 @@
 
 use crate::{BlocksReport, Report, Row, SessionReport, Totals};
 
+/// The columns every report has after the ones naming its rows: ccusage's, then baton's.
+const COLUMNS: [&str; 8] = [
+    "Models",
+    "Input",
+    "Output",
+    "Cache Create",
+    "Cache Read",
+    "Total Tokens",
+    "Cost (USD)",
+    "Cache Hit",
+];
+
 /// A report to draw.
 pub enum Table<'a> {
     /// `daily`, `weekly` or `monthly`.
@@ -104,19 +116,7 @@ fn rows_table(
     sessions: bool,
 ) -> String {
     let mut header: Vec<String> = lead.iter().map(|s| (*s).to_owned()).collect();
-    header.extend(
-        [
-            "Models",
-            "Input",
-            "Output",
-            "Cache Create",
-            "Cache Read",
-            "Total Tokens",
-            "Cost (USD)",
-            "Cache Hit",
-        ]
-        .map(str::to_owned),
-    );
+    header.extend(COLUMNS.map(str::to_owned));
     if sessions {
         header.push("Peak Context".to_owned());
     }
@@ -187,20 +187,8 @@ fn rows_table(
 }
 
 fn blocks_table(r: &BlocksReport) -> String {
-    let header: Vec<String> = [
-        "Block Start Time",
-        "Status",
-        "Models",
-        "Input",
-        "Output",
-        "Cache Create",
-        "Cache Read",
-        "Total Tokens",
-        "Cost (USD)",
-        "Cache Hit",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut header: Vec<String> = vec!["Block Start Time".to_owned(), "Status".to_owned()];
+    header.extend(COLUMNS.map(str::to_owned));
     let mut body = Vec::new();
     for b in &r.blocks {
         let status = if b.is_gap {
