@@ -25,7 +25,7 @@ use baton_runtime::{Compactor, Outcome};
 use baton_store::{NewRun, SearchQuery};
 
 use crate::args::{ChatArgs, ProviderKind, SummarizerKind, WireKind};
-use crate::commands::Env;
+use crate::env::Env;
 use crate::exit::InvalidInput;
 
 /// A slash command.

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::args::{CompactArgs, GrowthArgs, ReplayArgs, StrategyOpts};
-use crate::commands::{Env, print_json};
+use crate::env::{Env, print_json};
 use crate::exit::InvalidInput;
 
 /// A `--config` file: the `[compaction]` section and where prices come from.

@@ -11,7 +11,7 @@ use anyhow::{Context as _, anyhow};
 use clap::Parser;
 
 use crate::args::Cli;
-use crate::commands;
+use crate::{dispatch, env};
 
 const MESSAGES: &str = r#"{"role":"user","content":"La ejecución es de solo lectura."}
 {"role":"user","content":"Empieza la investigación de red."}
@@ -58,7 +58,7 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
     )?;
     let shown_db = match db {
         Some(db) => baton_postgres::redact(db),
-        None => commands::default_db()?.display().to_string(),
+        None => env::default_db()?.display().to_string(),
     };
     writeln!(out, "Store: {shown_db} (every step below opens it anew).\n")?;
     let goal = "Diagnosticar el fallo de conexión sin modificar producción";
@@ -90,7 +90,7 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
     ]);
     writeln!(out, "$ {}", shown(&install_b))?;
     let cli = Cli::try_parse_from(install_b)?;
-    match commands::execute(cli, out).await {
+    match dispatch::execute(cli, out).await {
         Err(err) if crate::exit::code(&err) == crate::exit::CONFLICT => {
             writeln!(out, "baton: error: {err:#}")?;
             writeln!(
@@ -114,7 +114,7 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
 async fn say(out: &mut dyn Write, args: &[String]) -> anyhow::Result<()> {
     writeln!(out, "$ {}", shown(args))?;
     let cli = Cli::try_parse_from(args)?;
-    commands::execute(cli, out).await?;
+    dispatch::execute(cli, out).await?;
     writeln!(out)?;
     Ok(())
 }
@@ -143,6 +143,6 @@ fn shown(args: &[String]) -> String {
 async fn capture(args: &[String]) -> anyhow::Result<String> {
     let mut buffer = Vec::new();
     let cli = Cli::try_parse_from(args)?;
-    commands::execute(cli, &mut buffer).await?;
+    dispatch::execute(cli, &mut buffer).await?;
     Ok(String::from_utf8(buffer)?.trim().to_owned())
 }

@@ -11,7 +11,7 @@ use std::io::Write;
 use anyhow::Context as _;
 
 use crate::args::{ChatArgs, ProviderKind, StrategyOpts, WireKind};
-use crate::commands::Env;
+use crate::env::Env;
 
 const SCRIPT: &str = include_str!("demo_session.json");
 
@@ -48,7 +48,7 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
     let run = format!("demo-{}", baton_store::generate_run_id()?);
     let shown_db = match db {
         Some(db) => baton_postgres::redact(db),
-        None => crate::commands::default_db()?.display().to_string(),
+        None => crate::env::default_db()?.display().to_string(),
     };
     writeln!(
         out,

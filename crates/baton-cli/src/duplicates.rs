@@ -9,7 +9,7 @@ use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, Timestamp};
 
 use crate::args::DuplicatesArgs;
-use crate::commands::Env;
+use crate::env::Env;
 use crate::exit::InvalidInput;
 
 const DAY_MS: i64 = 86_400_000;

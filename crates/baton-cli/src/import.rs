@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::args::{ImportArgs, ImportFormat};
-use crate::commands::{Env, print_json};
+use crate::env::{Env, print_json};
 use crate::exit::InvalidInput;
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).

@@ -4,15 +4,23 @@
 mod args;
 mod call;
 mod chat;
-mod commands;
 mod compaction;
+mod context;
+mod database;
 mod demo;
 mod demo_session;
+mod dispatch;
 mod duplicates;
+mod env;
 mod exit;
+mod history;
 mod import;
+mod keys;
 mod ops;
+mod pins;
+mod runs;
 mod serve;
+mod summary;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,7 +50,7 @@ fn main() -> ExitCode {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let result = runtime.block_on(commands::execute(cli, &mut out));
+    let result = runtime.block_on(dispatch::execute(cli, &mut out));
     let flushed = out.flush().map_err(anyhow::Error::new);
     match result.and(flushed) {
         Ok(()) => ExitCode::from(exit::OK),

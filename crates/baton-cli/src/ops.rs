@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
 use crate::args::{OpsBeginArgs, OpsCommand, OpsRunArgs};
-use crate::commands::{Env, print_json};
+use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, OpConflict};
 
 /// The most of a command's stdout kept as its result.
