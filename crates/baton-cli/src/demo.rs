@@ -5,13 +5,15 @@
 //! step shows was read back from the file). The run gets a fresh id, so the demo can be run
 //! again on the same database.
 
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
 
 use anyhow::{Context as _, anyhow};
 use clap::Parser;
 
 use crate::args::Cli;
-use crate::{dispatch, env};
+use crate::env;
 
 const MESSAGES: &str = r#"{"role":"user","content":"La ejecución es de solo lectura."}
 {"role":"user","content":"Empieza la investigación de red."}
@@ -26,8 +28,20 @@ const CANDIDATE_A: &str = r#"[{"kind":"constraint","text":"Solo lectura","source
 const CANDIDATE_B: &str = r#"[{"kind":"constraint","text":"Solo lectura","source_seq":1},
  {"kind":"next_step","text":"Continuar diagnóstico DNS","source_seq":2}]"#;
 
-/// Runs the demo, narrating on `out`.
-pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+/// A command line being run.
+pub type Running<'a> = Pin<Box<dyn Future<Output = anyhow::Result<()>> + 'a>>;
+
+/// What runs a parsed command line: the dispatcher, handed in by it (so this module does not
+/// import it back).
+pub type Execute = for<'a> fn(Cli, &'a mut dyn Write) -> Running<'a>;
+
+/// Runs the demo, narrating on `out`; every step is a command line `execute` runs.
+pub async fn run(
+    db: Option<&str>,
+    tenant: &str,
+    out: &mut dyn Write,
+    execute: Execute,
+) -> anyhow::Result<()> {
     let dir =
         tempfile::tempdir().context("creating a temporary directory for the demo's inputs")?;
     let file = |name: &str, body: &str| -> anyhow::Result<String> {
@@ -63,22 +77,24 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
     writeln!(out, "Store: {shown_db} (every step below opens it anew).\n")?;
     let goal = "Diagnosticar el fallo de conexión sin modificar producción";
     say(
+        execute,
         out,
         &step(&["runs", "create", "--id", &run, "--goal", goal]),
     )
     .await?;
-    say(out, &step(&["append", &run, "--file", &messages])).await?;
+    say(execute, out, &step(&["append", &run, "--file", &messages])).await?;
     let install_initial = step(&[
         "summary", "install", &run, "--base", "none", "--cut", "2", "--file", &initial,
     ]);
-    let base = capture(&install_initial).await?;
+    let base = capture(execute, &install_initial).await?;
     writeln!(out, "$ {}\n{base}\n", shown(&install_initial))?;
     writeln!(
         out,
         "# A (cut 4) and B (cut 3) both start from summary {base}; message 5 arrives meanwhile."
     )?;
-    say(out, &step(&["append", &run, "--file", &late])).await?;
+    say(execute, out, &step(&["append", &run, "--file", &late])).await?;
     say(
+        execute,
         out,
         &step(&[
             "summary", "install", &run, "--base", &base, "--cut", "4", "--file", &a,
@@ -90,7 +106,7 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
     ]);
     writeln!(out, "$ {}", shown(&install_b))?;
     let cli = Cli::try_parse_from(install_b)?;
-    match dispatch::execute(cli, out).await {
+    match execute(cli, out).await {
         Err(err) if crate::exit::code(&err) == crate::exit::CONFLICT => {
             writeln!(out, "baton: error: {err:#}")?;
             writeln!(
@@ -101,8 +117,8 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
         Err(err) => return Err(err),
         Ok(()) => return Err(anyhow!("demo: candidate B was installed on a stale base")),
     }
-    say(out, &step(&["summary", "list", &run])).await?;
-    say(out, &step(&["context", &run])).await?;
+    say(execute, out, &step(&["summary", "list", &run])).await?;
+    say(execute, out, &step(&["context", &run])).await?;
     writeln!(
         out,
         "\nHistory keeps all 5 messages: `baton history {run}`."
@@ -111,10 +127,10 @@ pub async fn run(db: Option<&str>, tenant: &str, out: &mut dyn Write) -> anyhow:
 }
 
 /// Prints a step as a person would type it (input files by name), then runs it.
-async fn say(out: &mut dyn Write, args: &[String]) -> anyhow::Result<()> {
+async fn say(execute: Execute, out: &mut dyn Write, args: &[String]) -> anyhow::Result<()> {
     writeln!(out, "$ {}", shown(args))?;
     let cli = Cli::try_parse_from(args)?;
-    dispatch::execute(cli, out).await?;
+    execute(cli, out).await?;
     writeln!(out)?;
     Ok(())
 }
@@ -140,9 +156,9 @@ fn shown(args: &[String]) -> String {
     words.join(" ")
 }
 
-async fn capture(args: &[String]) -> anyhow::Result<String> {
+async fn capture(execute: Execute, args: &[String]) -> anyhow::Result<String> {
     let mut buffer = Vec::new();
     let cli = Cli::try_parse_from(args)?;
-    dispatch::execute(cli, &mut buffer).await?;
+    execute(cli, &mut buffer).await?;
     Ok(String::from_utf8(buffer)?.trim().to_owned())
 }
