@@ -8,7 +8,7 @@ use crate::env::{Backend, open_backend, print_json};
 
 /// `baton migrate`.
 pub async fn migrate(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (where_, applied, version) = match open_backend(db).await? {
+    let (where_, applied, version) = match open_backend(db, true).await? {
         Backend::Sqlite(s) => (
             s.path().display().to_string(),
             None,
@@ -37,7 +37,7 @@ pub async fn migrate(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyho
 
 /// `baton doctor`.
 pub async fn doctor(db: Option<&str>, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (backend, facts): (&str, Vec<(String, String)>) = match open_backend(db).await? {
+    let (backend, facts): (&str, Vec<(String, String)>) = match open_backend(db, false).await? {
         Backend::Sqlite(s) => {
             let mut facts = vec![("path".to_owned(), s.path().display().to_string())];
             facts.push((

@@ -8,9 +8,11 @@ use anyhow::Context as _;
 use baton_core::TenantId;
 use baton_tokens::TokenizerChoice;
 
-use crate::args::{Cli, Command, ReportCommand, RunsCommand, SummaryCommand};
-use crate::env::{Env, open_store};
-use crate::exit::InvalidInput;
+use crate::args::{
+    Cli, Command, KeysCommand, OpsCommand, ReportCommand, RunsCommand, SummaryCommand,
+};
+use crate::env::{Env, open_backend};
+use crate::exit::{InvalidInput, Usage};
 
 /// [`execute`], boxed: how `baton demo --race` runs its command lines through this same
 /// dispatcher without importing it.
@@ -18,13 +20,44 @@ fn boxed(cli: Cli, out: &mut dyn Write) -> crate::demo::Running<'_> {
     Box::pin(execute(cli, out))
 }
 
+/// Whether `command` may create the store `--db` names when nothing is there yet: only a
+/// command that can succeed on an empty store does. Every other one (`runs list`, `history`,
+/// `doctor`, …) fails, naming the path, instead of leaving a new database at a mistyped one.
+pub fn creates_store(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Runs(RunsCommand::Create(_))
+            | Command::Import(_)
+            | Command::Chat(_)
+            | Command::Call(_)
+            | Command::Ops(OpsCommand::Begin(_) | OpsCommand::Run(_))
+            | Command::Keys(KeysCommand::Create(_))
+            | Command::Demo(_)
+            | Command::Serve(_)
+            | Command::Migrate
+    )
+}
+
 /// Runs one parsed command line.
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+    let create = creates_store(&cli.command);
     match cli.command {
+        Command::Chat(_) | Command::Serve(_) if cli.json => {
+            return Err(Usage(
+                "--json: chat and serve print no JSON (a chat's run is read back with `baton --json history RUN`)"
+                    .to_owned(),
+            )
+            .into());
+        }
         // The demo runs its command lines through this same function (boxed, so the futures
         // do not contain each other).
         Command::Demo(args) if args.race => {
-            return crate::demo::run(cli.db.as_deref(), &cli.tenant, out, boxed).await;
+            let demo = crate::demo::Demo {
+                db: cli.db.as_deref(),
+                tenant: &cli.tenant,
+                json: cli.json,
+            };
+            return crate::demo::run(&demo, out, boxed).await;
         }
         Command::Migrate => {
             return crate::database::migrate(cli.db.as_deref(), cli.json, out).await;
@@ -35,7 +68,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
     let tokenizer =
         TokenizerChoice::parse(&cli.tokenizer).map_err(|e| InvalidInput(e.to_string()))?;
-    let store = open_store(cli.db.as_deref()).await?;
+    let store = open_backend(cli.db.as_deref(), create).await?.into_store();
     let env = Env {
         store,
         tenant,
@@ -82,7 +115,14 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Pin(args) => crate::pins::pin(&env, args, out).await,
         Command::Unpin(args) => crate::pins::unpin(&env, args, out).await,
         Command::Context(arg) => crate::context::context(&env, &arg.run, out).await,
-        Command::Demo(_) => Box::pin(crate::demo_session::run(&env, cli.db.as_deref(), out)).await,
+        Command::Demo(_) => {
+            let shown = crate::demo::Demo {
+                db: cli.db.as_deref(),
+                tenant: &cli.tenant,
+                json: cli.json,
+            };
+            Box::pin(crate::demo_session::run(&env, &shown, out)).await
+        }
         Command::Serve(args) => crate::serve::run(&env, args, out).await,
         Command::Keys(command) => crate::keys::run(&env, command, out).await,
         Command::Migrate | Command::Doctor => Ok(()),

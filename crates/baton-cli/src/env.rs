@@ -13,6 +13,8 @@ use baton_sqlite::SqliteStore;
 use baton_store::Store;
 use baton_tokens::TokenizerChoice;
 
+use crate::exit::NotFound;
+
 /// Everything a handler needs.
 pub struct Env {
     /// The store `--db` names.
@@ -52,8 +54,9 @@ impl Backend {
 
 /// Opens the store a `--db` value names: `postgres://` or `postgresql://` URLs select
 /// PostgreSQL, anything else is a SQLite file path (optionally `sqlite://PATH`). Opening
-/// applies missing migrations on both.
-pub async fn open_backend(db: Option<&str>) -> anyhow::Result<Backend> {
+/// applies missing migrations on both. Without `create`, a SQLite file that does not exist is
+/// not made: the error names the path (a PostgreSQL schema is made on connect either way).
+pub async fn open_backend(db: Option<&str>, create: bool) -> anyhow::Result<Backend> {
     let path = match db {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             let store = PgStore::connect(url)
@@ -64,6 +67,13 @@ pub async fn open_backend(db: Option<&str>) -> anyhow::Result<Backend> {
         Some(url) => PathBuf::from(url.strip_prefix("sqlite://").unwrap_or(url)),
         None => default_db()?,
     };
+    if !create && !path.exists() {
+        return Err(NotFound(format!(
+            "no baton database at {}: nothing has been stored there yet (check --db; commands that store something, such as `runs create`, `import` or `chat`, create it)",
+            path.display()
+        ))
+        .into());
+    }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating the directory {}", parent.display()))?;
@@ -74,18 +84,14 @@ pub async fn open_backend(db: Option<&str>) -> anyhow::Result<Backend> {
     Ok(Backend::Sqlite(store))
 }
 
-/// Opens the store a `--db` value names.
-pub async fn open_store(db: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(open_backend(db).await?.into_store())
-}
-
 /// A run id given on the command line, checked.
 pub fn run_id(s: &str) -> anyhow::Result<RunId> {
     Ok(RunId::new(s)?)
 }
 
-/// Writes `value` as one line of JSON: the whole of a command's `--json` output.
-pub fn print_json(out: &mut dyn Write, value: &serde_json::Value) -> anyhow::Result<()> {
+/// Writes `value` as one line of JSON: the whole of a command's `--json` output (a
+/// `baton-view` type wherever the HTTP API answers the same thing).
+pub fn print_json(out: &mut dyn Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     writeln!(out)?;
     Ok(())

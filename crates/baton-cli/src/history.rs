@@ -4,15 +4,16 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use baton_core::units::ProtocolMap;
 use baton_core::{ContentBlock, Entry, Message, Seq};
 use baton_store::{NewEntry, SearchKind, SearchQuery};
+use baton_view::{Appended, MessageList};
 use serde_json::json;
 
 use crate::args::{AppendArgs, HistoryArgs, RecallArgs, RecallKind};
 use crate::env::{Env, print_json, run_id};
-use crate::exit::InvalidInput;
+use crate::exit::{InvalidInput, Reported};
 
 /// Reads JSONL messages; any bad line rejects the whole batch, naming the line.
 fn read_messages(reader: impl BufRead, source: &str) -> anyhow::Result<Vec<Message>> {
@@ -62,7 +63,7 @@ pub async fn append(env: &Env, args: AppendArgs, out: &mut dyn Write) -> anyhow:
         .collect();
     let seqs = env.store.append(&env.tenant, &run, &entries).await?;
     if env.json {
-        return print_json(out, &json!({ "seqs": seqs }));
+        return print_json(out, &Appended::of(&seqs, entries.iter().map(|e| e.tokens)));
     }
     match (seqs.first(), seqs.last()) {
         (Some(first), Some(last)) if first == last => {
@@ -198,10 +199,11 @@ pub async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyho
             }
         }
         if !problems.is_empty() {
-            return Err(anyhow!(
+            return Err(Reported(format!(
                 "history check: {} tool-pairing problem(s) in run {run}",
                 problems.len()
-            ));
+            ))
+            .into());
         }
         return Ok(());
     }
@@ -211,7 +213,7 @@ pub async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyho
         .read_range(&env.tenant, &run, from, args.to.map(Seq))
         .await?;
     if env.json {
-        return print_json(out, &json!({ "messages": entries }));
+        return print_json(out, &MessageList::of(&entries));
     }
     for entry in &entries {
         print_entry(out, entry)?;
@@ -317,7 +319,7 @@ pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow:
         }
     };
     if env.json {
-        return print_json(out, &json!({ "messages": entries }));
+        return print_json(out, &MessageList::of(&entries));
     }
     if entries.is_empty() {
         writeln!(out, "no message of run {run} matches")?;

@@ -4,11 +4,12 @@ use std::io::Write;
 
 use baton_core::Timestamp;
 use baton_store::keys::{NewApiKey, Revoke, generate};
+use baton_view::{KeyList, KeyView, NewKeyView};
 use serde_json::json;
 
 use crate::args::KeysCommand;
 use crate::env::{Env, print_json};
-use crate::exit::InvalidInput;
+use crate::exit::NotFound;
 
 /// `baton keys create|list|revoke`.
 pub async fn run(env: &Env, command: KeysCommand, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -28,8 +29,10 @@ pub async fn run(env: &Env, command: KeysCommand, out: &mut dyn Write) -> anyhow
             if env.json {
                 return print_json(
                     out,
-                    &json!({"id": key.id, "tenant": key.tenant, "label": key.label,
-                            "created_at": key.created_at, "key": made.key}),
+                    &NewKeyView {
+                        listed: KeyView::from(&key),
+                        key: made.key,
+                    },
                 );
             }
             writeln!(
@@ -43,7 +46,8 @@ pub async fn run(env: &Env, command: KeysCommand, out: &mut dyn Write) -> anyhow
             let tenant = (!args.all).then_some(&env.tenant);
             let keys = env.store.api_keys(tenant).await?;
             if env.json {
-                return print_json(out, &serde_json::to_value(&keys)?);
+                let keys = keys.iter().map(KeyView::from).collect();
+                return print_json(out, &KeyList { keys });
             }
             if keys.is_empty() {
                 writeln!(out, "no keys")?;
@@ -69,15 +73,15 @@ pub async fn run(env: &Env, command: KeysCommand, out: &mut dyn Write) -> anyhow
                 None => Revoke::Tenant(&env.tenant),
             };
             let n = env.store.revoke_api_keys(which, Timestamp::now()).await?;
+            if let (Some(id), 0) = (&args.id, n) {
+                return Err(NotFound(format!("no live key with id {id}")).into());
+            }
             if env.json {
                 return print_json(out, &json!({"revoked": n}));
             }
-            match (&args.id, n) {
-                (Some(id), 0) => {
-                    return Err(InvalidInput(format!("no live key with id {id}")).into());
-                }
-                (Some(id), _) => writeln!(out, "revoked {id}")?,
-                (None, n) => writeln!(out, "revoked {n} key(s) of tenant {}", env.tenant)?,
+            match &args.id {
+                Some(id) => writeln!(out, "revoked {id}")?,
+                None => writeln!(out, "revoked {n} key(s) of tenant {}", env.tenant)?,
             }
         }
     }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use baton_core::Seq;
-use serde_json::json;
+use baton_view::Pins;
 
 use crate::args::{PinArgs, UnpinArgs};
 use crate::env::{Env, print_json, run_id};
@@ -21,12 +21,13 @@ pub async fn pin(env: &Env, args: PinArgs, out: &mut dyn Write) -> anyhow::Resul
         }
         .into());
     }
+    let mut changed = false;
     for seq in &args.seqs {
-        env.store.pin(&env.tenant, &run, Seq(*seq)).await?;
+        changed |= env.store.pin(&env.tenant, &run, Seq(*seq)).await?;
     }
     let pins = env.store.pins(&env.tenant, &run).await?;
     if env.json {
-        return print_json(out, &json!({ "pins": pins }));
+        return print_json(out, &Pins::of(&pins, changed));
     }
     match pins.as_slice() {
         [] => writeln!(out, "run {run} has no pinned messages")?,
@@ -56,7 +57,8 @@ pub async fn unpin(env: &Env, args: UnpinArgs, out: &mut dyn Write) -> anyhow::R
         writeln!(out, "run {run}: {} was not pinned", not_pinned.join(", "))?;
     }
     if env.json {
-        return print_json(out, &json!({ "pins": pins }));
+        let changed = not_pinned.len() < args.seqs.len();
+        return print_json(out, &Pins::of(&pins, changed));
     }
     writeln!(
         out,

@@ -4,25 +4,12 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use baton_core::Run;
-use baton_store::{NewRun, RunReport};
-use serde_json::json;
+use baton_store::NewRun;
+use baton_view::{RunList, RunReportView, RunView};
 
 use crate::args::CreateRunArgs;
 use crate::env::{Env, print_json, run_id};
 use crate::history::first_line;
-
-fn run_json(run: &Run) -> serde_json::Value {
-    json!({
-        "id": run.id,
-        "tenant": run.tenant,
-        "status": run.status,
-        "goal": run.goal,
-        "rules": run.rules,
-        "active_summary_id": run.active_summary_id,
-        "last_seq": run.last_seq,
-        "created_at": run.created_at,
-    })
-}
 
 fn print_run(out: &mut dyn Write, run: &Run) -> anyhow::Result<()> {
     writeln!(out, "run       {}", run.id)?;
@@ -59,7 +46,7 @@ pub async fn create_run(env: &Env, args: CreateRunArgs, out: &mut dyn Write) -> 
     };
     let run = env.store.create_run(&env.tenant, &new).await?;
     if env.json {
-        return print_json(out, &run_json(&run));
+        return print_json(out, &RunView::from(&run));
     }
     writeln!(out, "{}", run.id)?;
     Ok(())
@@ -72,8 +59,7 @@ pub async fn list_runs(env: &Env, out: &mut dyn Write) -> anyhow::Result<()> {
         other => other?,
     };
     if env.json {
-        let runs: Vec<_> = runs.iter().map(run_json).collect();
-        return print_json(out, &json!({ "runs": runs }));
+        return print_json(out, &RunList::of(&runs));
     }
     if runs.is_empty() {
         writeln!(out, "no runs for tenant {}", env.tenant)?;
@@ -101,59 +87,11 @@ pub async fn list_runs(env: &Env, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `runs show --json`: the run's fields, then `origin` (null for a run not imported),
-/// `counts`, the source's `compactions`, and when baton stored the first and last message.
-fn report_json(report: &RunReport) -> serde_json::Value {
-    let mut value = run_json(&report.run);
-    let origin = report.origin.as_ref().map(|o| {
-        json!({
-            "path": o.path,
-            "format": o.format,
-            "source_session_id": o.source_session_id,
-            "parent_run": o.parent_run,
-            "models": o.models,
-            "first_at": o.first_at,
-            "last_at": o.last_at,
-            "skipped_lines": o.skipped_lines,
-            "side_branches": o.side_branches,
-            "side_branch_messages": o.side_branch_messages,
-            "imported_at": o.imported_at,
-            "updated_at": o.updated_at,
-        })
-    });
-    let c = &report.counts;
-    let compactions: Vec<_> = report
-        .compactions
-        .iter()
-        .map(|e| json!({ "after_seq": e.after, "summary": e.summary, "at": e.at }))
-        .collect();
-    if let Some(map) = value.as_object_mut() {
-        map.insert("origin".into(), json!(origin));
-        map.insert(
-            "counts".into(),
-            json!({
-                "messages": c.messages,
-                "tool_calls": c.tool_calls,
-                "orphan_tool_results": c.orphan_tool_results,
-                "dangling_tool_calls": c.dangling_tool_calls,
-                "compaction_events": report.compactions.len(),
-                "redactions": report.origin.as_ref().map_or(0, |o| o.redactions),
-                "bytes": c.bytes,
-                "tokens": c.tokens,
-            }),
-        );
-        map.insert("compactions".into(), json!(compactions));
-        map.insert("first_message_at".into(), json!(c.first_appended_at));
-        map.insert("last_message_at".into(), json!(c.last_appended_at));
-    }
-    value
-}
-
 /// `baton runs show`.
 pub async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let report = env.store.run_report(&env.tenant, &run_id(run)?).await?;
     if env.json {
-        return print_json(out, &report_json(&report));
+        return print_json(out, &RunReportView::from(&report));
     }
     print_run(out, &report.run)?;
     let c = &report.counts;
@@ -220,7 +158,7 @@ pub async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Resu
 pub async fn cancel_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = env.store.cancel_run(&env.tenant, &run_id(run)?).await?;
     if env.json {
-        return print_json(out, &run_json(&run));
+        return print_json(out, &RunView::from(&run));
     }
     writeln!(out, "run {} is {}", run.id, run.status.as_str())?;
     Ok(())

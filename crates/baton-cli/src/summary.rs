@@ -4,8 +4,9 @@
 use std::io::Write;
 
 use anyhow::Context as _;
-use baton_core::{Seq, Summary, SummaryId};
+use baton_core::{Seq, SummaryId};
 use baton_store::{Candidate, Install};
+use baton_view::{SummaryList, SummaryView};
 use serde_json::json;
 
 use crate::args::{ActivateArgs, DiffArgs, InstallArgs};
@@ -40,7 +41,7 @@ pub async fn install(env: &Env, args: InstallArgs, out: &mut dyn Write) -> anyho
     {
         Install::Installed(summary) => {
             if env.json {
-                return print_json(out, &json!({ "id": summary.id }));
+                return print_json(out, &SummaryView::of(&summary, Some(summary.id)));
             }
             writeln!(out, "{}", summary.id)?;
             Ok(())
@@ -51,25 +52,13 @@ pub async fn install(env: &Env, args: InstallArgs, out: &mut dyn Write) -> anyho
     }
 }
 
-fn summary_meta(summary: &Summary, active: Option<SummaryId>) -> serde_json::Value {
-    json!({
-        "id": summary.id,
-        "coverage": summary.coverage,
-        "previous_id": summary.previous_id,
-        "claims": summary.claims.len(),
-        "active": Some(summary.id) == active,
-        "created_at": summary.created_at,
-    })
-}
-
 /// `baton summary list`.
 pub async fn list_summaries(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = run_id(run)?;
     let active = env.store.run(&env.tenant, &run).await?.active_summary_id;
     let summaries = env.store.summaries(&env.tenant, &run).await?;
     if env.json {
-        let list: Vec<_> = summaries.iter().map(|s| summary_meta(s, active)).collect();
-        return print_json(out, &json!({ "summaries": list }));
+        return print_json(out, &SummaryList::of(&summaries, active));
     }
     if summaries.is_empty() {
         writeln!(out, "run {run} has no summaries")?;
@@ -100,7 +89,12 @@ pub async fn list_summaries(env: &Env, run: &str, out: &mut dyn Write) -> anyhow
 pub async fn show_summary(env: &Env, id: u64, out: &mut dyn Write) -> anyhow::Result<()> {
     let summary = env.store.summary(&env.tenant, SummaryId(id)).await?;
     if env.json {
-        return print_json(out, &serde_json::to_value(&summary)?);
+        let active = env
+            .store
+            .run(&env.tenant, &summary.run)
+            .await?
+            .active_summary_id;
+        return print_json(out, &SummaryView::of(&summary, active));
     }
     writeln!(out, "summary   {}", summary.id)?;
     writeln!(out, "run       {}", summary.run)?;
@@ -216,10 +210,7 @@ pub async fn activate(env: &Env, args: ActivateArgs, out: &mut dyn Write) -> any
     {
         Install::Installed(summary) => {
             if env.json {
-                return print_json(
-                    out,
-                    &json!({"id": summary.id, "coverage": summary.coverage}),
-                );
+                return print_json(out, &SummaryView::of(&summary, Some(summary.id)));
             }
             writeln!(
                 out,
