@@ -709,6 +709,68 @@ pub enum ReportCommand {
     /// and the identical requests that overlapped in time, from the call log; with `--tools`,
     /// the same over the stored runs' tool calls.
     Duplicates(DuplicatesArgs),
+    /// Token usage and cost from the imported sessions' recorded usage, as ccusage reports it
+    /// (`daily`, `weekly`, `monthly`, `session`, `blocks`), each response counted once
+    /// whatever files it was imported from; plus cache hit share and, per session, peak
+    /// context.
+    Usage(UsageArgs),
+}
+
+/// The reports of `report usage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UsageReport {
+    /// One row per day.
+    Daily,
+    /// One row per week, starting on Monday.
+    Weekly,
+    /// One row per month.
+    Monthly,
+    /// One row per session (a subagent's usage counted in its parent's session).
+    Session,
+    /// ccusage's 5-hour billing blocks, with burn rate and projection for the active one.
+    Blocks,
+}
+
+/// The row order of `report usage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UsageOrder {
+    /// Oldest first.
+    Asc,
+    /// Newest first.
+    Desc,
+}
+
+/// Arguments of `report usage`.
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Which report.
+    #[arg(value_enum)]
+    pub report: UsageReport,
+    /// From this day on (inclusive), `YYYY-MM-DD` or `YYYYMMDD`, in `--timezone`.
+    #[arg(long, value_name = "DAY")]
+    pub since: Option<String>,
+    /// Up to this day (inclusive).
+    #[arg(long, value_name = "DAY")]
+    pub until: Option<String>,
+    /// Only this project (as the source names it: Claude Code's project folder).
+    #[arg(long, value_name = "NAME")]
+    pub project: Option<String>,
+    /// Follow each row with one row per model.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// Row order.
+    #[arg(long, value_enum, default_value = "asc")]
+    pub order: UsageOrder,
+    /// The zone days are told in: `UTC` or an offset such as `+02:00`.
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub timezone: String,
+    /// A price table (TOML) instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Also count baton's estimates for sources that record no usage (aider, SWE-agent,
+    /// OpenHands, message arrays), which are left out otherwise.
+    #[arg(long)]
+    pub estimated: bool,
 }
 
 /// Arguments of `report duplicates`.

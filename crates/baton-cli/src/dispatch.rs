@@ -110,6 +110,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Report(ReportCommand::Duplicates(args)) => {
             crate::duplicates::run(&env, args, out).await
         }
+        Command::Report(ReportCommand::Usage(args)) => crate::usage::run(&env, args, out).await,
         Command::Call(args) => crate::call::run(&env, args, out).await,
         Command::Ops(command) => crate::ops::run(&env, command, out).await,
         Command::Pin(args) => crate::pins::pin(&env, args, out).await,

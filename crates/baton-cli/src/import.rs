@@ -8,6 +8,11 @@
 //! appends what it gained). A directory is walked recursively, in path order; in a walk, files
 //! that are not transcripts are skipped and counted, while a file named on the command line
 //! that is not one fails.
+//!
+//! A file changed in the last ten minutes may still be being written by its agent: it is
+//! imported up to its last complete unit, so importing it again later extends the run instead
+//! of finding its last message changed. Each transcript's usage records go with it; the store
+//! keeps one per response.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,9 @@ use serde_json::json;
 use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, Reported};
+
+/// A file changed less than this long ago may still be being written (see `is_live`).
+const LIVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -49,6 +57,9 @@ struct RunLine {
     not_appended: u64,
     compactions: usize,
     redactions: usize,
+    /// Messages of a file still being written left for a later import: the source's last
+    /// response still streaming, a queued message not yet delivered.
+    still_being_written: usize,
     problems: Vec<Problem>,
 }
 
@@ -118,14 +129,14 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
                 path: shown,
                 reason,
             }),
-            Ok(Read::File(format, transcripts, imports, redactions)) => {
+            Ok(Read::File(format, transcripts, imports, counts)) => {
                 match env.store.import(&env.tenant, imports, reimport).await {
                     Ok(outcomes) => {
                         let lines: Vec<RunLine> = transcripts
                             .iter()
                             .zip(&outcomes)
-                            .zip(redactions)
-                            .map(|((t, o), r)| run_line(&shown, format, t, o, r))
+                            .zip(counts)
+                            .map(|((t, o), (r, held))| run_line(&shown, format, t, o, r, held))
                             .collect();
                         if !quiet {
                             bar.suspend(|| print_file(out, &shown, format, &lines))?;
@@ -223,8 +234,9 @@ fn collect(paths: &[PathBuf], failed: &mut Vec<FileLine>) -> Vec<Source> {
 enum Read {
     /// A walked file that is not a transcript.
     Skipped(String),
-    /// A file's format, transcripts, the imports made of them, and each one's redactions.
-    File(Format, Vec<Transcript>, Vec<NewImport>, Vec<usize>),
+    /// A file's format, transcripts, the imports made of them, and each one's redactions and
+    /// messages left for a later import.
+    File(Format, Vec<Transcript>, Vec<NewImport>, Vec<(usize, usize)>),
 }
 
 /// Reads, detects, parses, redacts and counts one file (each transcript with the counter
@@ -235,6 +247,7 @@ fn read(
     run: Option<&RunId>,
     tokenizer: TokenizerChoice,
 ) -> Result<Read, String> {
+    let live = is_live(&source.path);
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
     let format = match format_of(format) {
         Some(format) => format,
@@ -250,6 +263,17 @@ fn read(
         },
     };
     let mut transcripts = baton_import::parse(format, &bytes).map_err(|e| e.to_string())?;
+    // Of a live file, only what can no longer change; the rest comes with a later import.
+    let held: Vec<usize> = transcripts
+        .iter_mut()
+        .map(|t| {
+            let n = t.messages.len();
+            if live {
+                t.settle();
+            }
+            n - t.messages.len()
+        })
+        .collect();
     if transcripts.is_empty() {
         let reason = format!("no {} transcript in it (nothing to import)", format.name());
         if source.named {
@@ -269,14 +293,28 @@ fn read(
         .display()
         .to_string();
     let mut imports = Vec::with_capacity(transcripts.len());
-    let mut redactions = Vec::with_capacity(transcripts.len());
+    let mut counts = Vec::with_capacity(transcripts.len());
     for t in &mut transcripts {
         let counter = baton_tokens::counter(tokenizer, t.models.first().map(String::as_str));
         let (import, redacted) = t.to_import(&path, run.cloned(), &*counter);
         imports.push(import);
-        redactions.push(redacted);
+        counts.push(redacted);
     }
-    Ok(Read::File(format, transcripts, imports, redactions))
+    let counts = counts.into_iter().zip(held).collect();
+    Ok(Read::File(format, transcripts, imports, counts))
+}
+
+/// Whether `path` may still be being written: it changed less than [`LIVE_WITHIN`] ago (or
+/// its modification time is unknown, or in the future). A live file is imported up to its
+/// last complete unit (`Transcript::settle`), so a later import extends the run whatever
+/// point the agent had reached; a file quiet for longer is imported whole, its last response
+/// included even when the agent never closed it (a session killed mid-response).
+fn is_live(path: &Path) -> bool {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    match modified.map(|t| t.elapsed()) {
+        Ok(Ok(age)) => age < LIVE_WITHIN,
+        _ => true,
+    }
 }
 
 fn format_of(format: ImportFormat) -> Option<Format> {
@@ -298,6 +336,7 @@ fn run_line(
     t: &Transcript,
     outcome: &Imported,
     redactions: usize,
+    still_being_written: usize,
 ) -> RunLine {
     let (status, appended, not_appended) = match outcome {
         Imported::Created(_) => ("created", t.messages.len() as u64, 0),
@@ -323,6 +362,7 @@ fn run_line(
         not_appended,
         compactions: t.compactions.len(),
         redactions,
+        still_being_written,
         problems: t.problems(),
     }
 }
@@ -388,6 +428,14 @@ fn print_file(
             )?,
             _ => {}
         }
+    }
+    for l in lines.iter().filter(|l| l.still_being_written > 0) {
+        writeln!(
+            out,
+            "{path}: run {}: {} still being written, left for the next import (`--reimport`)",
+            l.id,
+            plural(l.still_being_written, "message")
+        )?;
     }
     let noted: Vec<&RunLine> = lines
         .iter()

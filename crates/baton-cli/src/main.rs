@@ -23,6 +23,7 @@ mod pins;
 mod runs;
 mod serve;
 mod summary;
+mod usage;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -30,7 +30,7 @@ use baton_core::tokens::TokenCounter;
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
 use baton_core::usage::UsageRecord;
 use baton_core::{Message, RunId, Seq};
-use baton_store::{NewEntry, NewImport, Origin, SourceCompaction};
+use baton_store::{ImportUsage, NewEntry, NewImport, Origin, SourceCompaction};
 use serde::Serialize;
 
 /// A source format baton can import.
@@ -346,7 +346,37 @@ impl Transcript {
                 at: c.timestamp.clone(),
             })
             .collect();
-        (NewImport::new(id, origin, entries, compactions), redactions)
+        let mut import = NewImport::new(id, origin, entries, compactions);
+        import.usage = self.import_usage(&import);
+        (import, redactions)
+    }
+
+    /// The usage records an import keeps: the source's own, or for a format that records none
+    /// (all but Claude Code and Codex) the estimates of [`Transcript::estimated_usage`] from
+    /// the stored token counts. Counted under the session's id (a subagent's under its
+    /// parent's, `<session>/…` cut at the slash, as ccusage counts them), or the source key
+    /// for a format without session ids.
+    fn import_usage(&self, import: &NewImport) -> ImportUsage {
+        let key = &import.origin.source_key;
+        let records = match self.format {
+            Format::ClaudeCode | Format::Codex => self.usage.clone(),
+            _ => {
+                let tokens: Vec<u32> = import.entries().iter().map(|e| e.tokens).collect();
+                self.estimated_usage(&tokens, key)
+            }
+        };
+        let session = match (self.format, self.source_session_id.as_deref()) {
+            (Format::ClaudeCode | Format::Codex, Some(id)) => {
+                id.split('/').next().unwrap_or(id).to_owned()
+            }
+            _ => key.clone(),
+        };
+        ImportUsage {
+            session,
+            project: self.project.clone(),
+            agent: self.format.name().to_owned(),
+            records: records.into_iter().map(|u| (u.record, u.message)).collect(),
+        }
     }
 
     /// For a source that records no usage (every format but Claude Code and Codex), an estimate

@@ -11,12 +11,13 @@
 //! every write that changes a run, so appenders and installs are ordered with it, and what
 //! [`decide`](baton_store::import::decide) compares is read under both locks.
 
+use baton_core::usage::{Usage, UsageRecord};
 use baton_core::{RunId, RunStatus, Seq, TenantId, Timestamp};
 use baton_store::codec::{models_json, parse_digest, parse_models, to_i64, to_u64};
 use baton_store::import::{Decision, Stored};
 use baton_store::{
     CompactionEvent, Error, Imported, NewImport, Reimport, RunCounts, RunOrigin, RunReport,
-    SourceCompaction,
+    SourceCompaction, StoredUsage, UsageQuery,
 };
 use deadpool_postgres::{GenericClient, Transaction};
 
@@ -55,8 +56,14 @@ pub(crate) async fn import(
     let mut outcomes = Vec::with_capacity(file.len());
     for (index, ready) in file.iter().enumerate() {
         let import = &ready.import;
-        let outcome = match find_source(tx, tenant, &import.origin.source_key).await? {
-            None => create(tx, tenant, ready, now).await?,
+        let total = import.entries().len() as u64;
+        let (outcome, run_pk, kept) = match find_source(tx, tenant, &import.origin.source_key)
+            .await?
+        {
+            None => {
+                let (pk, created) = create(tx, tenant, ready, now).await?;
+                (created, pk, total)
+            }
             Some(run) => {
                 // The run's row lock first, then what `decide` compares.
                 let row = find_run(tx, tenant, &run, true).await?;
@@ -64,6 +71,21 @@ pub(crate) async fn import(
                 let decision =
                     match baton_store::import::decide(import, index, &run, stored, reimport) {
                         Ok(decision) => decision,
+                        Err(why) if (import.entries().len() as u64) < stored.source_messages => {
+                            // An older copy of the source holds nothing new.
+                            let n = Seq(import.entries().len() as u64);
+                            let prefix = match n {
+                                Seq(0) => Vec::new(),
+                                n => crate::read_entries(tx, row.pk, Seq(1), Some(n)).await?,
+                            };
+                            if !baton_store::import::is_older_copy(
+                                import,
+                                prefix.iter().map(|e| &e.message),
+                            ) {
+                                return Err(why.into());
+                            }
+                            Decision::UpToDate
+                        }
                         Err(why) => {
                             // Was only the last imported message still being written?
                             let n = Seq(stored.source_messages);
@@ -80,7 +102,7 @@ pub(crate) async fn import(
                             .into());
                         }
                     };
-                match decision {
+                let outcome = match decision {
                     Decision::UpToDate => Imported::UpToDate(load_run(tx, tenant, &run).await?.1),
                     Decision::Grown { new } => Imported::Grown {
                         run: load_run(tx, tenant, &run).await?.1,
@@ -108,9 +130,15 @@ pub(crate) async fn import(
                             appended: seqs.len() as u64,
                         }
                     }
-                }
+                };
+                let kept = match outcome {
+                    Imported::Grown { .. } => stored.source_messages,
+                    _ => total,
+                };
+                (outcome, row.pk, kept)
             }
         };
+        insert_usage(tx, tenant, run_pk, import, kept).await?;
         outcomes.push(outcome);
     }
     Ok(outcomes)
@@ -194,7 +222,7 @@ async fn create(
     tenant: &TenantId,
     ready: &Ready,
     now: Timestamp,
-) -> Result<Imported, Error> {
+) -> Result<(i64, Imported), Error> {
     let import = &ready.import;
     let id = match &import.id {
         Some(id) => id.clone(),
@@ -265,7 +293,138 @@ async fn create(
     tx.execute(&stmt, &[&pk, &tenant.as_str(), &o.source_key])
         .await
         .map_err(pg)?;
-    Ok(Imported::Created(load_run(tx, tenant, &id).await?.1))
+    Ok((pk, Imported::Created(load_run(tx, tenant, &id).await?.1)))
+}
+
+/// Keeps the usage records of the transcript's first `stored` messages (and those of no
+/// message), in one statement: one row per response id, the larger copy when the response is
+/// stored already.
+async fn insert_usage(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    run_pk: i64,
+    import: &NewImport,
+    stored: u64,
+) -> Result<(), Error> {
+    let u = &import.usage;
+    let records: Vec<&UsageRecord> = u.kept(stored).collect();
+    if records.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    let models: Vec<Option<&str>> = records.iter().map(|r| r.model.as_deref()).collect();
+    let responses: Vec<Option<&str>> = records.iter().map(|r| r.response_id.as_deref()).collect();
+    let requests: Vec<Option<&str>> = records.iter().map(|r| r.request_id.as_deref()).collect();
+    let at: Vec<Option<i64>> = records.iter().map(|r| r.at.map(|t| t.0)).collect();
+    let count = |f: fn(&Usage) -> u64| -> Result<Vec<i64>, Error> {
+        records.iter().map(|r| to_i64(f(&r.usage))).collect()
+    };
+    let input = count(|u| u.input)?;
+    let output = count(|u| u.output)?;
+    let write_5m = count(|u| u.cache_write_5m)?;
+    let write_1h = count(|u| u.cache_write_1h)?;
+    let read = count(|u| u.cache_read)?;
+    let estimated: Vec<bool> = records.iter().map(|r| r.estimated).collect();
+    // One row per id within the statement too (ON CONFLICT may touch a row only once): the
+    // larger copy, as across imports.
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO usage_records (tenant_id, id, run_pk, session, project, agent, model,
+                 response_id, request_id, at, input, output, cache_write_5m, cache_write_1h,
+                 cache_read, estimated)
+             SELECT DISTINCT ON (x.id) $1, x.id, $2, $3, $4, $5, x.model, x.response_id,
+                    x.request_id, x.at, x.input, x.output, x.w5, x.w1, x.rd, x.est
+             FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+                         $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
+                         $15::bigint[], $16::bool[])
+                  AS x(id, model, response_id, request_id, at, input, output, w5, w1, rd, est)
+             ORDER BY x.id, x.input + x.output + x.w5 + x.w1 + x.rd DESC
+             ON CONFLICT (tenant_id, id) DO UPDATE SET
+                 model = excluded.model, response_id = excluded.response_id,
+                 request_id = excluded.request_id, at = excluded.at, input = excluded.input,
+                 output = excluded.output, cache_write_5m = excluded.cache_write_5m,
+                 cache_write_1h = excluded.cache_write_1h, cache_read = excluded.cache_read,
+                 estimated = excluded.estimated
+             WHERE excluded.input + excluded.output + excluded.cache_write_5m
+                   + excluded.cache_write_1h + excluded.cache_read
+                 > usage_records.input + usage_records.output + usage_records.cache_write_5m
+                   + usage_records.cache_write_1h + usage_records.cache_read",
+        )
+        .await
+        .map_err(pg)?;
+    tx.execute(
+        &stmt,
+        &[
+            &tenant.as_str(),
+            &run_pk,
+            &u.session,
+            &u.project,
+            &u.agent,
+            &ids,
+            &models,
+            &responses,
+            &requests,
+            &at,
+            &input,
+            &output,
+            &write_5m,
+            &write_1h,
+            &read,
+            &estimated,
+        ],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(())
+}
+
+/// The tenant's usage records `query` selects, oldest first.
+pub(crate) async fn usage(
+    c: &impl GenericClient,
+    tenant: &TenantId,
+    query: &UsageQuery,
+) -> Result<Vec<StoredUsage>, Error> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT r.id, u.session, u.project, u.agent, u.id, u.model, u.response_id,
+                    u.request_id, u.at, u.input, u.output, u.cache_write_5m, u.cache_write_1h,
+                    u.cache_read, u.estimated
+             FROM usage_records u JOIN runs r ON r.pk = u.run_pk
+             WHERE u.tenant_id = $1 AND ($2 OR NOT u.estimated)
+               AND ($3::text IS NULL OR u.project = $3)
+             ORDER BY u.at NULLS FIRST, u.id",
+        )
+        .await
+        .map_err(pg)?;
+    let rows = c
+        .query(&stmt, &[&tenant.as_str(), &query.estimated, &query.project])
+        .await
+        .map_err(pg)?;
+    rows.iter()
+        .map(|r| {
+            Ok(StoredUsage {
+                run: RunId::new(r.get::<_, String>(0))?,
+                session: r.get(1),
+                project: r.get(2),
+                agent: r.get(3),
+                record: UsageRecord {
+                    id: r.get(4),
+                    model: r.get(5),
+                    response_id: r.get(6),
+                    request_id: r.get(7),
+                    at: r.get::<_, Option<i64>>(8).map(Timestamp),
+                    usage: Usage {
+                        input: to_u64(r.get(9), "input")?,
+                        output: to_u64(r.get(10), "output")?,
+                        cache_write_5m: to_u64(r.get(11), "cache_write_5m")?,
+                        cache_write_1h: to_u64(r.get(12), "cache_write_1h")?,
+                        cache_read: to_u64(r.get(13), "cache_read")?,
+                    },
+                    estimated: r.get(14),
+                },
+            })
+        })
+        .collect()
 }
 
 /// Records `compactions[from..]`, numbered by their place in the transcript, in one statement.

@@ -964,6 +964,19 @@ fn connection_broken(err: &Error) -> bool {
 }
 
 #[async_trait]
+impl baton_store::UsageStore for PgStore {
+    async fn usage(
+        &self,
+        tenant: &TenantId,
+        query: &baton_store::UsageQuery,
+    ) -> Result<Vec<baton_store::StoredUsage>, Error> {
+        with_client!(self, |client| {
+            import::usage(&client, tenant, query).await
+        })
+    }
+}
+
+#[async_trait]
 impl Store for PgStore {
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
         let id = match &new.id {

@@ -3,12 +3,13 @@
 //! find each other's run.
 
 use baton_core::units::ProtocolEvents;
+use baton_core::usage::{Usage, UsageRecord};
 use baton_core::{RunId, RunStatus, Seq, TenantId, Timestamp};
 use baton_store::codec::{models_json, parse_digest, parse_ids, parse_models, to_i64, to_u64};
 use baton_store::import::{Decision, Stored};
 use baton_store::{
     CompactionEvent, Error, Imported, NewImport, Reimport, RunCounts, RunOrigin, RunReport,
-    SourceCompaction,
+    SourceCompaction, StoredUsage, UsageQuery,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -42,12 +43,31 @@ pub(crate) fn import(
     let mut outcomes = Vec::with_capacity(file.len());
     for (index, ready) in file.iter().enumerate() {
         let import = &ready.import;
-        let outcome = match find_source(tx, tenant, &import.origin.source_key)? {
-            None => create(tx, tenant, ready, now)?,
+        let total = import.entries().len() as u64;
+        let (outcome, run_pk, kept) = match find_source(tx, tenant, &import.origin.source_key)? {
+            None => {
+                let (pk, created) = create(tx, tenant, ready, now)?;
+                (created, pk, total)
+            }
             Some((pk, run, stored)) => {
                 let decision =
                     match baton_store::import::decide(import, index, &run, stored, reimport) {
                         Ok(decision) => decision,
+                        Err(why) if (import.entries().len() as u64) < stored.source_messages => {
+                            // An older copy of the source holds nothing new.
+                            let n = Seq(import.entries().len() as u64);
+                            let prefix = match n {
+                                Seq(0) => Vec::new(),
+                                n => crate::read_entries(tx, pk, Seq(1), Some(n))?,
+                            };
+                            if !baton_store::import::is_older_copy(
+                                import,
+                                prefix.iter().map(|e| &e.message),
+                            ) {
+                                return Err(why.into());
+                            }
+                            Decision::UpToDate
+                        }
                         Err(why) => {
                             // Was only the last imported message still being written?
                             let last = crate::read_entries(
@@ -68,7 +88,7 @@ pub(crate) fn import(
                             .into());
                         }
                     };
-                match decision {
+                let outcome = match decision {
                     Decision::UpToDate => Imported::UpToDate(load_run(tx, tenant, &run)?),
                     Decision::Grown { new } => Imported::Grown {
                         run: load_run(tx, tenant, &run)?,
@@ -92,9 +112,15 @@ pub(crate) fn import(
                             appended: seqs.len() as u64,
                         }
                     }
-                }
+                };
+                let kept = match outcome {
+                    Imported::Grown { .. } => stored.source_messages,
+                    _ => total,
+                };
+                (outcome, pk, kept)
             }
         };
+        insert_usage(tx, tenant, run_pk, import, kept)?;
         outcomes.push(outcome);
     }
     Ok(outcomes)
@@ -144,7 +170,7 @@ fn create(
     tenant: &TenantId,
     ready: &Ready,
     now: Timestamp,
-) -> Result<Imported, Error> {
+) -> Result<(i64, Imported), Error> {
     let import = &ready.import;
     let id = match &import.id {
         Some(id) => id.clone(),
@@ -202,7 +228,111 @@ fn create(
     .map_err(sql)?
     .execute(params![pk, tenant.as_str(), o.source_key])
     .map_err(sql)?;
-    Ok(Imported::Created(load_run(tx, tenant, &id)?))
+    Ok((pk, Imported::Created(load_run(tx, tenant, &id)?)))
+}
+
+/// Keeps the usage records of the transcript's first `stored` messages (and those of no
+/// message): one row per response id, the larger copy when the response is stored already.
+fn insert_usage(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    run_pk: i64,
+    import: &NewImport,
+    stored: u64,
+) -> Result<(), Error> {
+    let u = &import.usage;
+    if u.records.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO usage_records (tenant_id, id, run_pk, session, project, agent, model,
+                 response_id, request_id, at, input, output, cache_write_5m, cache_write_1h,
+                 cache_read, estimated)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+             ON CONFLICT (tenant_id, id) DO UPDATE SET
+                 model = excluded.model, response_id = excluded.response_id,
+                 request_id = excluded.request_id, at = excluded.at, input = excluded.input,
+                 output = excluded.output, cache_write_5m = excluded.cache_write_5m,
+                 cache_write_1h = excluded.cache_write_1h, cache_read = excluded.cache_read,
+                 estimated = excluded.estimated
+             WHERE excluded.input + excluded.output + excluded.cache_write_5m
+                   + excluded.cache_write_1h + excluded.cache_read
+                 > usage_records.input + usage_records.output + usage_records.cache_write_5m
+                   + usage_records.cache_write_1h + usage_records.cache_read",
+        )
+        .map_err(sql)?;
+    for r in u.kept(stored) {
+        stmt.execute(params![
+            tenant.as_str(),
+            r.id,
+            run_pk,
+            u.session,
+            u.project,
+            u.agent,
+            r.model,
+            r.response_id,
+            r.request_id,
+            r.at.map(|t| t.0),
+            to_i64(r.usage.input)?,
+            to_i64(r.usage.output)?,
+            to_i64(r.usage.cache_write_5m)?,
+            to_i64(r.usage.cache_write_1h)?,
+            to_i64(r.usage.cache_read)?,
+            r.estimated,
+        ])
+        .map_err(sql)?;
+    }
+    Ok(())
+}
+
+/// The tenant's usage records `query` selects, oldest first.
+pub(crate) fn usage(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &UsageQuery,
+) -> Result<Vec<StoredUsage>, Error> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT r.id, u.session, u.project, u.agent, u.id, u.model, u.response_id,
+                    u.request_id, u.at, u.input, u.output, u.cache_write_5m, u.cache_write_1h,
+                    u.cache_read, u.estimated
+             FROM usage_records u JOIN runs r ON r.pk = u.run_pk
+             WHERE u.tenant_id = ?1 AND (?2 OR NOT u.estimated)
+               AND (?3 IS NULL OR u.project = ?3)
+             ORDER BY u.at, u.id",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt
+        .query(params![tenant.as_str(), query.estimated, query.project])
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        let count =
+            |i: usize, what: &str| -> Result<u64, Error> { to_u64(r.get(i).map_err(sql)?, what) };
+        out.push(StoredUsage {
+            run: RunId::new(r.get::<_, String>(0).map_err(sql)?)?,
+            session: r.get(1).map_err(sql)?,
+            project: r.get(2).map_err(sql)?,
+            agent: r.get(3).map_err(sql)?,
+            record: UsageRecord {
+                id: r.get(4).map_err(sql)?,
+                model: r.get(5).map_err(sql)?,
+                response_id: r.get(6).map_err(sql)?,
+                request_id: r.get(7).map_err(sql)?,
+                at: r.get::<_, Option<i64>>(8).map_err(sql)?.map(Timestamp),
+                usage: Usage {
+                    input: count(9, "input")?,
+                    output: count(10, "output")?,
+                    cache_write_5m: count(11, "cache_write_5m")?,
+                    cache_write_1h: count(12, "cache_write_1h")?,
+                    cache_read: count(13, "cache_read")?,
+                },
+                estimated: r.get(14).map_err(sql)?,
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// Records `compactions[from..]`, numbered by their place in the transcript.

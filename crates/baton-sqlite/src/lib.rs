@@ -708,6 +708,19 @@ fn validate(
 }
 
 #[async_trait]
+impl baton_store::UsageStore for SqliteStore {
+    async fn usage(
+        &self,
+        tenant: &TenantId,
+        query: &baton_store::UsageQuery,
+    ) -> Result<Vec<baton_store::StoredUsage>, Error> {
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read(move |conn| import::usage(conn, &tenant, &query))
+            .await
+    }
+}
+
+#[async_trait]
 impl Store for SqliteStore {
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
         let tenant = tenant.clone();

@@ -82,6 +82,7 @@ macro_rules! conformance_tests {
             import_creates_a_run_with_its_origin,
             reimport_finds_the_run_and_appends_only_what_is_new,
             an_edited_source_or_a_run_that_moved_on_is_not_extended,
+            usage_is_kept_once_per_response_the_larger_copy,
             a_file_is_imported_whole_or_not_at_all,
             subagents_link_to_their_parent_in_either_order,
             imports_are_isolated_by_tenant,

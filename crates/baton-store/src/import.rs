@@ -20,6 +20,7 @@ use baton_core::{Message, Run, RunId, Seq, Timestamp};
 use sha2::{Digest as _, Sha256};
 
 use crate::NewEntry;
+use crate::usage::ImportUsage;
 
 /// Where a transcript came from, as the importer read it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -107,6 +108,8 @@ pub struct NewImport {
     digests: Vec<Digest>,
     /// The compactions the source agent performed, in order.
     pub compactions: Vec<SourceCompaction>,
+    /// Each model response's usage (none unless the caller sets it; see [`crate::usage`]).
+    pub usage: ImportUsage,
 }
 
 impl NewImport {
@@ -131,6 +134,7 @@ impl NewImport {
             entries,
             digests,
             compactions,
+            usage: ImportUsage::default(),
         }
     }
 
@@ -412,6 +416,22 @@ pub fn refine_divergence(
             stored: n,
         },
     }
+}
+
+/// Whether `import`, which has fewer messages than the run holds from its source, is an older
+/// copy of it: `stored_prefix`, the run's first `import.entries().len()` messages, are its
+/// messages. Such a copy (a snapshot taken earlier, the first file of a session another file
+/// extended) holds nothing new: it is up to date, not an edit.
+pub fn is_older_copy<'a>(
+    import: &NewImport,
+    stored_prefix: impl IntoIterator<Item = &'a Message>,
+) -> bool {
+    let (mut digest, mut n) = (Digest::empty(), 0);
+    for message in stored_prefix {
+        digest = digest.then(message);
+        n += 1;
+    }
+    n == import.entries.len() && digest == import.digest()
 }
 
 /// Decides what to do with `import` (transcript `index` of its file) when its source key names

@@ -18,6 +18,8 @@
 //!   ([`LedgerStore`], which every `Store` also is).
 //! - [`keys`]: API keys, kept as hashes, that tell the HTTP service a caller's tenant
 //!   ([`KeyStore`], which every `Store` also is).
+//! - [`usage`]: each model response's token usage, kept once per response across imports
+//!   ([`UsageStore`], which every `Store` also is).
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query is checked. Backends only store and match.
 //!
@@ -50,6 +52,7 @@ pub mod keys;
 mod kind;
 pub mod ledger;
 pub mod search;
+pub mod usage;
 
 use async_trait::async_trait;
 use baton_core::units::ProtocolEvents;
@@ -69,6 +72,7 @@ pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
 pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows, search_texts};
+pub use usage::{ImportUsage, StoredUsage, UsageQuery, UsageStore};
 
 /// A store of runs, history and summaries. Implementations must pass [`conformance`].
 ///
@@ -84,7 +88,7 @@ pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows,
 ///   index up to date (the [`search_rows`] of every message past the run's indexed mark), so
 ///   `search` finds every message committed before it was called.
 #[async_trait]
-pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
+pub trait Store: CacheStore + LedgerStore + KeyStore + UsageStore + Send + Sync {
     /// Creates a run (and its tenant, on first use).
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error>;
 

@@ -154,6 +154,46 @@ impl Options {
         }
     }
 
+    /// Options as an interface receives them (command-line flags, query parameters), checked
+    /// here once for every interface: each error names its option.
+    pub fn from_text(text: &TextOptions<'_>, prices: PriceTable) -> Result<Self, OptionError> {
+        let day = |option: &'static str, value: Option<&str>| {
+            value.map(Day::parse).transpose().map_err(|e| OptionError {
+                option,
+                reason: e.to_string(),
+            })
+        };
+        let since = day("since", text.since)?;
+        let until = day("until", text.until)?;
+        if let (Some(s), Some(u)) = (since, until)
+            && u < s
+        {
+            return Err(OptionError {
+                option: "until",
+                reason: format!(
+                    "{} is before since {}",
+                    text.until.unwrap_or_default(),
+                    text.since.unwrap_or_default()
+                ),
+            });
+        }
+        let zone = match text.timezone {
+            Some(z) => Zone::parse(z).map_err(|e| OptionError {
+                option: "timezone",
+                reason: e.to_string(),
+            })?,
+            None => Zone::UTC,
+        };
+        Ok(Options {
+            since,
+            until,
+            project: text.project.map(str::to_owned),
+            order: text.order,
+            zone,
+            prices,
+        })
+    }
+
     /// Whether `entry` is counted: its project matches and its day is in range (an entry
     /// without a timestamp is counted only when no range is set).
     fn admits(&self, entry: &Entry) -> bool {
@@ -171,6 +211,31 @@ impl Options {
         let day = self.zone.day(at);
         self.since.is_none_or(|s| s <= day) && self.until.is_none_or(|u| day <= u)
     }
+}
+
+/// [`Options`] as text, unchecked (see [`Options::from_text`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextOptions<'a> {
+    /// The first day, `YYYY-MM-DD` or `YYYYMMDD`.
+    pub since: Option<&'a str>,
+    /// The last day.
+    pub until: Option<&'a str>,
+    /// `UTC` or an offset such as `+02:00` (UTC when absent).
+    pub timezone: Option<&'a str>,
+    /// Only this project.
+    pub project: Option<&'a str>,
+    /// Row order.
+    pub order: Order,
+}
+
+/// An option [`Options::from_text`] refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{option}: {reason}")]
+pub struct OptionError {
+    /// The option's name (`since`, `until`, `timezone`), without an interface's spelling.
+    pub option: &'static str,
+    /// What was wrong with it.
+    pub reason: String,
 }
 
 /// Tokens and cost of one model within a row.
@@ -201,7 +266,7 @@ pub struct ModelBreakdown {
 pub struct Row {
     /// The day (`YYYY-MM-DD`), week (its Monday), month (`YYYY-MM`) or session.
     pub period: String,
-    /// The agents whose responses it counts.
+    /// The agents whose responses it counts, in order of name.
     pub agents: Vec<String>,
     /// Fresh input tokens.
     pub input_tokens: u64,
@@ -225,7 +290,7 @@ pub struct Row {
     pub unpriced_models: Vec<String>,
     /// Responses counted.
     pub entries: u64,
-    /// Session rows: the session's project.
+    /// Session rows: the session's project (its earliest response's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Session rows: the time of its last response.
@@ -298,6 +363,9 @@ struct Acc {
     models: BTreeMap<String, (Usage, f64, bool)>,
     unpriced: Vec<String>,
     project: Option<String>,
+    /// The time and id of the entry `project` comes from: the earliest with one, so the row
+    /// does not depend on the order of the entries.
+    project_of: Option<(Option<Timestamp>, String)>,
     last: Option<Timestamp>,
     peak: u64,
 }
@@ -329,8 +397,12 @@ impl Acc {
         slot.0.add(u);
         slot.1 += cost;
         slot.2 |= e.record.estimated;
-        if self.project.is_none() {
-            self.project.clone_from(&e.project);
+        if e.project.is_some() {
+            let key = (e.record.at, e.record.id.clone());
+            if self.project_of.as_ref().is_none_or(|k| key < *k) {
+                self.project.clone_from(&e.project);
+                self.project_of = Some(key);
+            }
         }
         if let Some(at) = e.record.at {
             self.last = Some(self.last.map_or(at, |l| l.max(at)));
@@ -340,9 +412,11 @@ impl Acc {
 
     fn row(self, period: String, session: bool) -> Row {
         let u = self.usage;
+        let mut agents = self.agents;
+        agents.sort();
         Row {
             period,
-            agents: self.agents,
+            agents,
             input_tokens: u.input,
             output_tokens: u.output,
             cache_creation_tokens: u.cache_write(),

@@ -583,6 +583,7 @@ fn flags_and_output_modes() {
             "source",
             "source_session_id",
             "status",
+            "still_being_written",
             "tool_calls"
         ]
     );

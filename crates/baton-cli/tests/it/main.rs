@@ -24,4 +24,5 @@ mod serve;
 mod support;
 mod tidy;
 mod tokens;
+mod usage;
 mod versions;

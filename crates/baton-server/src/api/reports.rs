@@ -10,6 +10,10 @@
 //! transcript against the compacted context. A run without model calls (assistant messages)
 //! has an empty report. The replay runs on the blocking pool, since it is CPU work that grows
 //! with the run.
+//!
+//! `GET /v1/reports/usage/{report}` is `baton report usage REPORT --json`: `daily`, `weekly`,
+//! `monthly`, `session` or `blocks` over the usage records imports stored, with ccusage's JSON
+//! fields, at the built-in prices.
 
 use std::sync::Arc;
 
@@ -22,8 +26,8 @@ use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
 use baton_store::Store;
 use baton_view::{DuplicatesReport, GrowthReport};
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -37,6 +41,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new()
         .routes(routes!(duplicates))
         .routes(routes!(growth))
+        .routes(routes!(usage))
 }
 
 const DAY_MS: i64 = 86_400_000;
@@ -165,6 +170,109 @@ async fn growth(
         .map_err(|e| Problem::internal(&e))?;
     let growth = Growth::of(&replayed.strategy, &replayed.steps);
     Ok(ApiJson(GrowthReport::of(&run, &growth)))
+}
+
+/// What the usage reports cover.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// From this day on (inclusive), `YYYY-MM-DD` or `YYYYMMDD`, in `timezone`.
+    #[param(example = "2026-02-01")]
+    pub since: Option<String>,
+    /// Up to this day (inclusive).
+    pub until: Option<String>,
+    /// Only this project.
+    pub project: Option<String>,
+    /// `asc` (oldest first, the default) or `desc`.
+    pub order: Option<String>,
+    /// The zone days are told in: `UTC` (the default) or an offset such as `+02:00`.
+    pub timezone: Option<String>,
+    /// Also count baton's estimates for sources that record no usage.
+    pub estimated: Option<bool>,
+}
+
+/// A usage report, with ccusage's JSON fields: `{"daily": [...], "totals": {...}}` (or
+/// `weekly`, `monthly`), `{"session": [...], "totals": {...}}`, `{"blocks": [...]}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = Object)]
+pub struct UsageBody(serde_json::Value);
+
+/// A token usage and cost report.
+#[utoipa::path(
+    get, path = "/v1/reports/usage/{report}", tag = "reports",
+    params(("report" = String, Path, description = "`daily`, `weekly`, `monthly`, `session` or `blocks`"), UsageQuery),
+    responses(
+        (status = 200, description = "The report", body = UsageBody),
+        (status = 400, description = "An unknown report, a bad day, order or time zone, `until` before `since`, an unknown parameter", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+async fn usage(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    ApiPath(report): ApiPath<String>,
+    ApiQuery(query): ApiQuery<UsageQuery>,
+) -> Result<ApiJson<UsageBody>, Problem> {
+    use baton_usage::{Entry, Options, Order, Period, TextOptions};
+    let period = match report.as_str() {
+        "daily" => Some(Period::Daily),
+        "weekly" => Some(Period::Weekly),
+        "monthly" => Some(Period::Monthly),
+        "session" | "blocks" => None,
+        other => {
+            return Err(Problem::bad_request(format!(
+                "unknown usage report {other:?}: expected daily, weekly, monthly, session or blocks"
+            )));
+        }
+    };
+    let order = match query.order.as_deref() {
+        None | Some("asc") => Order::Asc,
+        Some("desc") => Order::Desc,
+        Some(other) => {
+            return Err(Problem::bad_request(format!(
+                "order: {other:?}: expected asc or desc"
+            )));
+        }
+    };
+    let text = TextOptions {
+        since: query.since.as_deref(),
+        until: query.until.as_deref(),
+        timezone: query.timezone.as_deref(),
+        project: query.project.as_deref(),
+        order,
+    };
+    let options = Options::from_text(&text, baton_core::prices::PriceTable::defaults())
+        .map_err(|e| Problem::bad_request(e.to_string()))?;
+    let stored = state
+        .store
+        .usage(
+            &caller.tenant,
+            &baton_store::UsageQuery {
+                estimated: query.estimated.unwrap_or(false),
+                project: query.project.clone(),
+            },
+        )
+        .await?;
+    let entries: Vec<Entry> = stored
+        .into_iter()
+        .map(|u| Entry {
+            record: u.record,
+            session: u.session,
+            project: u.project,
+            agent: u.agent,
+        })
+        .collect();
+    let value = match (period, report.as_str()) {
+        (Some(period), _) => serde_json::to_value(baton_usage::report(&entries, period, &options)),
+        (None, "session") => serde_json::to_value(baton_usage::sessions(&entries, &options)),
+        (None, _) => {
+            serde_json::to_value(baton_usage::blocks(&entries, &options, Timestamp::now()))
+        }
+    }
+    .map_err(|e| Problem::internal(&e))?;
+    Ok(ApiJson(UsageBody(value)))
 }
 
 /// `[since, until)` in milliseconds, from `day` or `since`/`until` (UTC days, inclusive).

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use baton_cache::{Answer, CallPolicy, CallRequest};
 use baton_core::key::RequestKey;
+use baton_core::usage::{Usage, UsageRecord};
 use baton_core::{ContentBlock, Message, Role, RunId, TenantId, Timestamp};
-use baton_store::{CallOutcome, CallRecord, NewEntry};
+use baton_store::{CallOutcome, CallRecord, ImportUsage, NewEntry, NewImport, Origin, Reimport};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -18,6 +19,7 @@ on_both_backends!(
     the_duplicate_work_report_over_the_call_log,
     the_duplicate_work_report_over_tool_calls,
     the_growth_report_of_a_run,
+    usage_reports_count_each_response_once_and_stay_in_their_tenant,
 );
 
 fn acme() -> TenantId {
@@ -426,5 +428,126 @@ async fn the_growth_report_of_a_run(backend: Backend) {
         400,
         "bad-request",
     );
+    server.stop().await;
+}
+
+/// One imported transcript of one assistant message, whose response has `usage` (and id
+/// `response`), at `at`.
+fn usage_import(source: &str, response: &str, at: &str, usage: Usage) -> NewImport {
+    let origin = Origin {
+        source_key: format!("claude-code:{source}"),
+        path: format!("/tmp/{source}.jsonl"),
+        format: "claude-code".into(),
+        source_session_id: Some(source.into()),
+        ..Origin::default()
+    };
+    let mut import = NewImport::new(
+        None,
+        origin,
+        vec![NewEntry::estimated(Message::text(Role::Assistant, "done"))],
+        Vec::new(),
+    );
+    import.usage = ImportUsage {
+        session: source.into(),
+        project: Some("-home-me-app".into()),
+        agent: "claude-code".into(),
+        records: vec![(
+            UsageRecord {
+                id: format!("claude-code:{response}:req"),
+                model: Some("claude-sonnet-4-5-20250929".into()),
+                response_id: Some(response.into()),
+                request_id: Some("req".into()),
+                at: Timestamp::parse(at),
+                usage,
+                estimated: false,
+            },
+            Some(0),
+        )],
+    };
+    import
+}
+
+// issue 17: usage reports over HTTP, each response counted once.
+async fn usage_reports_count_each_response_once_and_stay_in_their_tenant(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let streamed = Usage {
+        input: 3,
+        output: 10,
+        cache_write_5m: 1000,
+        cache_write_1h: 0,
+        cache_read: 5000,
+    };
+    let whole = Usage {
+        output: 250,
+        ..streamed
+    };
+    // The same response in two sessions' files (a continued session copies it), the first
+    // copy read mid-stream; and another response of another day.
+    for import in [
+        usage_import("s1", "msg_a", "2026-02-10T10:00:00Z", streamed),
+        usage_import("s2", "msg_a", "2026-02-10T10:00:00Z", whole),
+        usage_import("s2", "msg_b", "2026-02-11T23:30:00Z", streamed),
+    ] {
+        let _ = server
+            .store
+            .import(&acme(), vec![import], Reimport::AppendNew)
+            .await
+            .unwrap();
+    }
+    let (status, daily) = server.get("/v1/reports/usage/daily").await;
+    assert_eq!(status, 200, "{daily}");
+    let days: Vec<_> = daily["daily"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["period"].clone(), d["outputTokens"].clone()))
+        .collect();
+    assert_eq!(
+        days,
+        [
+            (json!("2026-02-10"), json!(250)),
+            (json!("2026-02-11"), json!(10))
+        ]
+    );
+    assert_eq!(daily["totals"]["inputTokens"], 6);
+    assert_eq!(daily["totals"]["cacheReadTokens"], 10_000);
+    // Days in another zone, newest first, from a day on.
+    let (_, shifted) = server
+        .get("/v1/reports/usage/daily?timezone=%2B02:00&order=desc&since=20260211")
+        .await;
+    let dates: Vec<_> = shifted["daily"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["period"].clone())
+        .collect();
+    assert_eq!(dates, [json!("2026-02-12")]);
+    let (status, sessions) = server.get("/v1/reports/usage/session").await;
+    assert_eq!(status, 200);
+    assert_eq!(sessions["session"].as_array().unwrap().len(), 2);
+    let (status, blocks) = server.get("/v1/reports/usage/blocks").await;
+    assert_eq!(status, 200);
+    assert!(!blocks["blocks"].as_array().unwrap().is_empty());
+    // Another tenant has none of it.
+    let other = send(
+        server
+            .client
+            .get(server.url("/v1/reports/usage/monthly"))
+            .bearer_auth(&server.other_key),
+    )
+    .await;
+    assert_eq!(other.0, 200);
+    assert_eq!(other.1["monthly"], json!([]));
+    assert_eq!(other.1["totals"]["totalTokens"], 0);
+    for bad in [
+        "/v1/reports/usage/hourly",
+        "/v1/reports/usage/daily?since=2026-13-01",
+        "/v1/reports/usage/daily?since=2026-02-02&until=2026-02-01",
+        "/v1/reports/usage/daily?timezone=Mars",
+        "/v1/reports/usage/daily?order=sideways",
+        "/v1/reports/usage/daily?limit=3",
+    ] {
+        assert_problem(&server.get(bad).await, 400, "bad-request");
+    }
     server.stop().await;
 }

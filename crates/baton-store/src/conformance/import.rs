@@ -5,12 +5,14 @@
 use std::collections::BTreeSet;
 
 use baton_core::units::ProtocolEvents;
-use baton_core::{Message, Role, RunId, RunStatus, Seq, TenantId};
+use baton_core::usage::{Usage, UsageRecord};
+use baton_core::{Message, Role, RunId, RunStatus, Seq, TenantId, Timestamp};
 
 use super::{Harness, text, tool_call, tool_result};
+use crate::usage::ImportUsage;
 use crate::{
     Error, ImportRejection, Imported, NewEntry, NewImport, Origin, Reimport, RunCounts,
-    SourceCompaction, Store,
+    SourceCompaction, Store, StoredUsage, UsageQuery,
 };
 
 fn origin(key: &str) -> Origin {
@@ -223,15 +225,30 @@ pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Har
         matches!(&err, Error::Import(ImportRejection::Diverged { index: 0, run: r, stored: 5 }) if *r == run),
         "{err}"
     );
-    // Shorter than what was imported: diverged too.
+    // Shorter than what was imported, and not its start: diverged too.
+    let mut shorter = session(0);
+    shorter[3] = text(Role::Assistant, "it exits");
     let err = store
-        .import(&t, vec![import_of("e", session(0), vec![])], Reimport::No)
+        .import(&t, vec![import_of("e", shorter, vec![])], Reimport::No)
         .await
         .unwrap_err();
     assert!(
         matches!(err, Error::Import(ImportRejection::Diverged { .. })),
         "{err}"
     );
+    // An older copy (the start of what was imported), with or without `--reimport`: up to
+    // date, nothing written (issue 17).
+    for reimport in [Reimport::No, Reimport::AppendNew] {
+        match import_one(&*store, &t, import_of("e", session(0), vec![]), reimport).await {
+            Imported::UpToDate(r) => assert_eq!((r.id.clone(), r.last_seq), (run.clone(), Seq(5))),
+            other => panic!("expected up to date, got {other:?}"),
+        }
+    }
+    let empty = import_of("e", Vec::new(), vec![]);
+    assert!(matches!(
+        import_one(&*store, &t, empty, Reimport::AppendNew).await,
+        Imported::UpToDate(_)
+    ));
     // Someone appended to the run: new source messages would not follow their predecessors.
     store
         .append(&t, &run, &[text(Role::User, "local")])
@@ -547,4 +564,172 @@ pub async fn a_last_message_read_mid_stream_is_named_as_such(h: &dyn Harness) {
         Seq(4),
         "nothing appended"
     );
+}
+
+/// A usage record of response `id` with `output` tokens, on message `message`.
+fn usage_of(id: &str, output: u64, message: Option<usize>) -> (UsageRecord, Option<usize>) {
+    (
+        UsageRecord {
+            id: id.into(),
+            model: Some("claude-opus-4-6".into()),
+            response_id: Some(id.into()),
+            request_id: None,
+            at: Timestamp::parse("2026-01-01T10:30:00Z"),
+            usage: Usage {
+                input: 3,
+                output,
+                cache_write_5m: 100,
+                cache_write_1h: 50,
+                cache_read: 1000,
+            },
+            estimated: false,
+        },
+        message,
+    )
+}
+
+fn with_usage(
+    mut import: NewImport,
+    project: &str,
+    records: Vec<(UsageRecord, Option<usize>)>,
+) -> NewImport {
+    import.usage = ImportUsage {
+        session: import.origin.source_key.clone(),
+        project: Some(project.into()),
+        agent: "claude-code".into(),
+        records,
+    };
+    import
+}
+
+fn outputs(rows: &[StoredUsage]) -> Vec<(String, u64)> {
+    rows.iter()
+        .map(|u| (u.record.id.clone(), u.record.usage.output))
+        .collect()
+}
+
+// issue 17: usage kept once per response, across files and imports.
+pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let all = UsageQuery {
+        estimated: true,
+        project: None,
+    };
+    // Session a: responses r1 (message 1) and r2 (message 3, read mid-stream), and r0 of no
+    // message (an abandoned branch).
+    let a = with_usage(
+        import_of("a", session(0), vec![]),
+        "p1",
+        vec![
+            usage_of("r1", 10, Some(1)),
+            usage_of("r2", 5, Some(3)),
+            usage_of("r0", 7, None),
+        ],
+    );
+    let run_a = created(import_one(&*store, &t, a, Reimport::No).await);
+    // Session b copies r2, whole this time, and adds r3 on a message it has beyond what
+    // is stored... first without appending: r3 is not kept, r2's larger copy is.
+    let b = || {
+        with_usage(
+            import_of("b", session(0), vec![]),
+            "p2",
+            vec![usage_of("r2", 40, Some(3)), usage_of("r3", 9, Some(4))],
+        )
+    };
+    let mut first_b = b();
+    first_b.usage.records.pop();
+    let _ = created(import_one(&*store, &t, first_b, Reimport::No).await);
+    let grown = with_usage(
+        import_of("b", session(1), vec![]),
+        "p2",
+        vec![usage_of("r2", 40, Some(3)), usage_of("r3", 9, Some(4))],
+    );
+    assert!(matches!(
+        import_one(&*store, &t, grown.clone(), Reimport::No).await,
+        Imported::Grown { .. }
+    ));
+    let rows = store.usage(&t, &all).await.unwrap();
+    let mut got = outputs(&rows);
+    got.sort();
+    assert_eq!(
+        got,
+        [("r0".into(), 7), ("r1".into(), 10), ("r2".into(), 40)],
+        "the larger copy of r2; r3's message is not stored"
+    );
+    // r2 stays with the run that first brought it, and its session.
+    let r2 = rows.iter().find(|u| u.record.id == "r2").unwrap();
+    assert_eq!((&r2.run, r2.session.as_str()), (&run_a, "a"));
+    assert_eq!(r2.record.usage.cache_write_1h, 50);
+    // Extended: r3 is kept. The smaller copy of r2 again changes nothing.
+    assert!(matches!(
+        import_one(&*store, &t, grown, Reimport::AppendNew).await,
+        Imported::Extended { .. }
+    ));
+    let again = with_usage(
+        import_of("a", session(0), vec![]),
+        "p1",
+        vec![usage_of("r2", 5, Some(3))],
+    );
+    assert!(matches!(
+        import_one(&*store, &t, again, Reimport::AppendNew).await,
+        Imported::UpToDate(_)
+    ));
+    let mut got = outputs(&store.usage(&t, &all).await.unwrap());
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("r0".into(), 7),
+            ("r1".into(), 10),
+            ("r2".into(), 40),
+            ("r3".into(), 9)
+        ]
+    );
+    // Filters: a project; estimates only when asked for.
+    let p2 = UsageQuery {
+        estimated: true,
+        project: Some("p2".into()),
+    };
+    assert_eq!(
+        outputs(&store.usage(&t, &p2).await.unwrap()),
+        [("r3".into(), 9)]
+    );
+    let mut estimate = usage_of("e1", 11, Some(0));
+    estimate.0.estimated = true;
+    let c = with_usage(import_of("c", session(0), vec![]), "p1", vec![estimate]);
+    let _ = created(import_one(&*store, &t, c, Reimport::No).await);
+    let measured = UsageQuery::default();
+    assert_eq!(store.usage(&t, &measured).await.unwrap().len(), 4);
+    let rows = store.usage(&t, &all).await.unwrap();
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows.iter()
+            .any(|u| u.record.id == "e1" && u.record.estimated)
+    );
+    // Another tenant has none of it.
+    let other = TenantId::new("other").unwrap();
+    assert!(store.usage(&other, &all).await.unwrap().is_empty());
+    // A file that fails keeps none of its usage.
+    let mut bad = session(1);
+    bad[1] = text(Role::User, "edited");
+    let failing = vec![
+        with_usage(
+            import_of("d", session(0), vec![]),
+            "p3",
+            vec![usage_of("r4", 1, Some(1))],
+        ),
+        with_usage(
+            import_of("a", bad, vec![]),
+            "p1",
+            vec![usage_of("r5", 1, Some(1))],
+        ),
+    ];
+    assert!(
+        store
+            .import(&t, failing, Reimport::AppendNew)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.usage(&t, &all).await.unwrap().len(), 5);
 }
