@@ -169,7 +169,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -222,11 +222,10 @@ fn filters_order_and_breakdown_select_what_the_library_selects() {
     );
     assert_same(&got, &want);
     assert!(
-        got["weekly"][0]["modelBreakdowns"]
+        !got["weekly"][0]["modelBreakdowns"]
             .as_array()
             .unwrap()
-            .len()
-            > 0
+            .is_empty()
     );
     let blocks = report(&sb, &["blocks"]);
     assert!(!blocks["blocks"].as_array().unwrap().is_empty());
