@@ -471,6 +471,10 @@ pub struct ImportArgs {
     /// without it such a source is only reported.
     #[arg(long)]
     pub reimport: bool,
+    /// Import each transcript as a new run, even one imported before: for a source that was
+    /// edited or replaced since, which is otherwise refused. The runs imported before stay.
+    #[arg(long, conflicts_with = "reimport")]
+    pub as_new: bool,
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,

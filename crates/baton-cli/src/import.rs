@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use baton_core::RunId;
 use baton_core::units::Problem;
 use baton_import::{Format, Transcript};
-use baton_store::{Imported, NewImport, Reimport};
+use baton_store::{ImportRejection, Imported, NewImport, Reimport};
 use baton_tokens::TokenizerChoice;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -124,7 +124,13 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
     for source in &sources {
         bar.set_message(file_name(&source.path));
         let shown = source.path.display().to_string();
-        match read(source, args.format, run_id.as_ref(), env.tokenizer) {
+        match read(
+            source,
+            args.format,
+            run_id.as_ref(),
+            env.tokenizer,
+            args.as_new,
+        ) {
             Ok(Read::Skipped(reason)) => skipped.push(FileLine {
                 path: shown,
                 reason,
@@ -143,10 +149,23 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
                         }
                         runs.extend(lines);
                     }
-                    Err(err) => failed.push(FileLine {
-                        path: shown,
-                        reason: format!("{:#}", anyhow::Error::new(err)),
-                    }),
+                    Err(err) => {
+                        let edited = matches!(
+                            &err,
+                            baton_store::Error::Import(
+                                ImportRejection::Diverged { .. }
+                                    | ImportRejection::LastMessageChanged { .. }
+                            )
+                        );
+                        let mut reason = format!("{:#}", anyhow::Error::new(err));
+                        if edited {
+                            reason.push_str(" (`baton import --as-new` imports it as a new run)");
+                        }
+                        failed.push(FileLine {
+                            path: shown,
+                            reason,
+                        })
+                    }
                 }
             }
             Err(reason) => failed.push(FileLine {
@@ -246,6 +265,7 @@ fn read(
     format: ImportFormat,
     run: Option<&RunId>,
     tokenizer: TokenizerChoice,
+    as_new: bool,
 ) -> Result<Read, String> {
     let live = is_live(&source.path);
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
@@ -296,7 +316,16 @@ fn read(
     let mut counts = Vec::with_capacity(transcripts.len());
     for t in &mut transcripts {
         let counter = baton_tokens::counter(tokenizer, t.models.first().map(String::as_str));
-        let (import, redacted) = t.to_import(&path, run.cloned(), &*counter);
+        let (mut import, redacted) = t.to_import(&path, run.cloned(), &*counter);
+        if as_new {
+            // A source key of its own: a new run, whatever was imported from the source before.
+            let id = match run {
+                Some(id) => id.clone(),
+                None => baton_store::generate_run_id().map_err(|e| e.to_string())?,
+            };
+            import.origin.source_key = format!("{}@{id}", import.origin.source_key);
+            import.id = Some(id);
+        }
         imports.push(import);
         counts.push(redacted);
     }

@@ -342,3 +342,59 @@ fn bad_options_are_refused_naming_the_option() {
         .run(&["report", "usage", "daily"])
         .fails(1, "no baton database");
 }
+
+/// A source edited since it was imported is refused, naming the way out; `--as-new` imports
+/// it as a run of its own, and its usage is still counted once.
+// issue 17: only a source that truly diverges is refused, and `--as-new` is offered.
+#[test]
+fn an_edited_source_is_refused_naming_as_new_which_imports_it_as_a_new_run() {
+    let Some(corpus) = corpus() else { return };
+    let text = std::fs::read_to_string(corpus.join("claude-code-jsonl/marot-spotter__short.jsonl"))
+        .unwrap();
+    assert!(text.contains("mix phx.server doesnt seem to start"));
+    for sb in Sandbox::each() {
+        let file = sb.dir.path().join("s.jsonl");
+        std::fs::write(&file, &text).unwrap();
+        age(&file);
+        let path = file.to_str().unwrap();
+        let first = sb.run(&["--json", "import", path]).ok().json();
+        let run = first["runs"][0]["id"].as_str().unwrap().to_owned();
+        let daily = report(&sb, &["daily"]);
+        assert!(daily["totals"]["outputTokens"].as_u64().unwrap() > 0);
+        // The first prompt edited.
+        let edited = text.replace(
+            "mix phx.server doesnt seem to start",
+            "mix phx.server does start",
+        );
+        std::fs::write(&file, edited).unwrap();
+        age(&file);
+        let refused = sb.run(&["import", "--reimport", path]);
+        assert_eq!(refused.code, 1, "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains("edited or replaced since")
+                && refused
+                    .stderr
+                    .contains("`baton import --as-new` imports it as a new run"),
+            "{}",
+            refused.stderr
+        );
+        // Nothing changed: the run, its history, the usage.
+        let history = sb.run(&["--json", "history", &run]).ok().json();
+        assert!(history.to_string().contains("doesnt seem to start"));
+        assert_same(&report(&sb, &["daily"]), &daily);
+        let again = sb.run(&["--json", "import", "--as-new", path]).ok().json();
+        assert_eq!(again["runs"][0]["status"], "created");
+        let new_run = again["runs"][0]["id"].as_str().unwrap();
+        assert_ne!(new_run, run);
+        let history = sb.run(&["--json", "history", new_run]).ok().json();
+        assert!(history.to_string().contains("does start"));
+        // The same responses: counted once.
+        assert_same(&report(&sb, &["daily"]), &daily);
+        let both = sb.run(&["import", "--as-new", "--reimport", path]);
+        assert_eq!(both.code, 2);
+        assert!(
+            both.stderr
+                .contains("'--as-new' cannot be used with '--reimport'")
+        );
+    }
+}
