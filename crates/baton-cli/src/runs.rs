@@ -108,6 +108,29 @@ pub async fn show_run(env: &Env, run: &str, out: &mut dyn Write) -> anyhow::Resu
     if let (Some(first), Some(last)) = (c.first_appended_at, c.last_appended_at) {
         writeln!(out, "stored    {first} .. {last}")?;
     }
+    let prices = baton_core::prices::PriceTable::defaults();
+    for u in &report.usage {
+        let t = &u.usage;
+        let cost = u
+            .model
+            .as_deref()
+            .and_then(|m| prices.get(m))
+            .map_or("no price".to_owned(), |p| {
+                format!("${:.2}", p.usage_cost(t))
+            });
+        writeln!(
+            out,
+            "usage     {}{}: {} responses, {} input, {} output, {} cache writes ({} of them 1-hour), {} cache reads; {cost}",
+            u.model.as_deref().unwrap_or("unknown model"),
+            if u.estimated { " (estimated)" } else { "" },
+            u.responses,
+            t.input,
+            t.output,
+            t.cache_write(),
+            t.cache_write_1h,
+            t.cache_read,
+        )?;
+    }
     if let Some(o) = &report.origin {
         writeln!(out, "origin    {} ({})", o.path, o.format)?;
         if let Some(session) = &o.source_session_id {

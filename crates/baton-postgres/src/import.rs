@@ -17,7 +17,7 @@ use baton_store::codec::{models_json, parse_digest, parse_models, to_i64, to_u64
 use baton_store::import::{Decision, Stored};
 use baton_store::{
     CompactionEvent, Error, Imported, NewImport, Reimport, RunCounts, RunOrigin, RunReport,
-    SourceCompaction, StoredUsage, UsageQuery,
+    RunUsage, SourceCompaction, StoredUsage, UsageQuery,
 };
 use deadpool_postgres::{GenericClient, Transaction};
 
@@ -554,11 +554,42 @@ pub(crate) async fn report(
         .map_err(pg)?;
     let rows = tx.query(&stmt, &[&pk]).await.map_err(pg)?;
     counts.count_tools(&events_from_rows(&rows)?);
+    let stmt = tx
+        .prepare_cached(
+            "SELECT model, estimated, COUNT(*), SUM(input)::bigint, SUM(output)::bigint,
+                    SUM(cache_write_5m)::bigint, SUM(cache_write_1h)::bigint,
+                    SUM(cache_read)::bigint
+             FROM usage_records WHERE run_pk = $1
+             GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated",
+        )
+        .await
+        .map_err(pg)?;
+    let usage = tx
+        .query(&stmt, &[&pk])
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(|r| {
+            Ok(RunUsage {
+                model: r.get(0),
+                estimated: r.get(1),
+                responses: to_u64(r.get(2), "responses")?,
+                usage: Usage {
+                    input: to_u64(r.get(3), "input")?,
+                    output: to_u64(r.get(4), "output")?,
+                    cache_write_5m: to_u64(r.get(5), "cache_write_5m")?,
+                    cache_write_1h: to_u64(r.get(6), "cache_write_1h")?,
+                    cache_read: to_u64(r.get(7), "cache_read")?,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     Ok(RunReport {
         run,
         origin,
         compactions,
         counts,
+        usage,
     })
 }
 

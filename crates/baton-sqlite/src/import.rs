@@ -9,7 +9,7 @@ use baton_store::codec::{models_json, parse_digest, parse_ids, parse_models, to_
 use baton_store::import::{Decision, Stored};
 use baton_store::{
     CompactionEvent, Error, Imported, NewImport, Reimport, RunCounts, RunOrigin, RunReport,
-    SourceCompaction, StoredUsage, UsageQuery,
+    RunUsage, SourceCompaction, StoredUsage, UsageQuery,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -439,7 +439,39 @@ pub(crate) fn report(
         origin,
         compactions,
         counts,
+        usage: run_usage(tx, pk)?,
     })
+}
+
+/// The run's usage records summed per model and kind.
+fn run_usage(conn: &Connection, run_pk: i64) -> Result<Vec<RunUsage>, Error> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT model, estimated, COUNT(*), SUM(input), SUM(output), SUM(cache_write_5m),
+                    SUM(cache_write_1h), SUM(cache_read)
+             FROM usage_records WHERE run_pk = ?1
+             GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query([run_pk]).map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        let count =
+            |i: usize, what: &str| -> Result<u64, Error> { to_u64(r.get(i).map_err(sql)?, what) };
+        out.push(RunUsage {
+            model: r.get(0).map_err(sql)?,
+            estimated: r.get(1).map_err(sql)?,
+            responses: count(2, "responses")?,
+            usage: Usage {
+                input: count(3, "input")?,
+                output: count(4, "output")?,
+                cache_write_5m: count(5, "cache_write_5m")?,
+                cache_write_1h: count(6, "cache_write_1h")?,
+                cache_read: count(7, "cache_read")?,
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// The run's rows that open or answer tool calls (through the partial index

@@ -313,6 +313,22 @@ pub struct RunReport {
     pub compactions: Vec<CompactionEvent>,
     /// Counts over its history.
     pub counts: RunCounts,
+    /// The model responses' usage the run's imports kept, per model and kind (reported by
+    /// the provider, or estimated), in order of model name.
+    pub usage: Vec<RunUsage>,
+}
+
+/// The usage of a run's responses of one model, reported or estimated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunUsage {
+    /// The model (`None` when the source does not name it).
+    pub model: Option<String>,
+    /// Whether the counts are baton's estimates.
+    pub estimated: bool,
+    /// Responses counted.
+    pub responses: u64,
+    /// Their tokens.
+    pub usage: baton_core::usage::Usage,
 }
 
 /// Counts over a run's history, computed by the store in one read.

@@ -64,7 +64,7 @@ use baton_core::{
 pub use cache::{CacheEntry, CacheStore, CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry};
 pub use import::{
     CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
-    RunOrigin, RunReport, SourceCompaction,
+    RunOrigin, RunReport, RunUsage, SourceCompaction,
 };
 pub use keys::{ApiKey, KeyHash, KeyStore, NewApiKey, Revoke};
 pub use kind::ErrorKind;

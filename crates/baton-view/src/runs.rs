@@ -81,6 +81,33 @@ pub struct RunReportView {
     pub first_message_at: Option<String>,
     /// When baton stored its last message (RFC 3339).
     pub last_message_at: Option<String>,
+    /// The usage of its model responses as the source recorded it (or, for a source that
+    /// records none, baton's estimate), per model, with its cost at the built-in prices.
+    pub usage: Vec<RunUsageView>,
+}
+
+/// The usage of a run's responses of one model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunUsageView {
+    /// The model (`null` when the source does not name it).
+    pub model: Option<String>,
+    /// Whether the counts are baton's estimates rather than the provider's report.
+    pub estimated: bool,
+    /// Responses counted.
+    pub responses: u64,
+    /// Fresh input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Prompt-cache writes kept 5 minutes.
+    pub cache_creation_5m_tokens: u64,
+    /// Prompt-cache writes kept 1 hour.
+    pub cache_creation_1h_tokens: u64,
+    /// Prompt-cache reads.
+    pub cache_read_tokens: u64,
+    /// Cost in US dollars at the built-in price table (`null` for a model it has no price for).
+    pub cost: Option<f64>,
 }
 
 /// Where an imported run came from.
@@ -187,6 +214,28 @@ impl From<&RunReport> for RunReportView {
                 .collect(),
             first_message_at: c.first_appended_at.map(|t| t.to_string()),
             last_message_at: c.last_appended_at.map(|t| t.to_string()),
+            usage: {
+                let prices = baton_core::prices::PriceTable::defaults();
+                report
+                    .usage
+                    .iter()
+                    .map(|u| RunUsageView {
+                        model: u.model.clone(),
+                        estimated: u.estimated,
+                        responses: u.responses,
+                        input_tokens: u.usage.input,
+                        output_tokens: u.usage.output,
+                        cache_creation_5m_tokens: u.usage.cache_write_5m,
+                        cache_creation_1h_tokens: u.usage.cache_write_1h,
+                        cache_read_tokens: u.usage.cache_read,
+                        cost: u
+                            .model
+                            .as_deref()
+                            .and_then(|m| prices.get(m))
+                            .map(|p| p.usage_cost(&u.usage)),
+                    })
+                    .collect()
+            },
         }
     }
 }

@@ -316,9 +316,43 @@ fn runs_show_reports_origin_counts_and_compactions() {
                 "origin",
                 "rules",
                 "status",
-                "tenant"
+                "tenant",
+                "usage"
             ]
         );
+        // The responses' recorded usage, as the file holds it (issue 17).
+        let mut want: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for t in baton_import::parse(
+            baton_import::Format::ClaudeCode,
+            &std::fs::read(&file).unwrap(),
+        )
+        .unwrap()
+        {
+            for u in t.usage.iter().map(|u| &u.record) {
+                let w = want.entry(u.model.clone().unwrap()).or_default();
+                w.0 += 1;
+                w.1 += u.usage.output;
+                w.2 += u.usage.cache_read;
+            }
+        }
+        let got: BTreeMap<String, (u64, u64, u64)> = show["usage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                assert_eq!(u["estimated"], false);
+                assert!(u["cost"].as_f64().unwrap() > 0.0);
+                let n = |k: &str| u[k].as_u64().unwrap();
+                (
+                    u["model"].as_str().unwrap().to_owned(),
+                    (n("responses"), n("output_tokens"), n("cache_read_tokens")),
+                )
+            })
+            .collect();
+        assert!(!got.is_empty());
+        assert_eq!(got, want);
+        let text = sb.run(&["runs", "show", "compacted"]).ok().stdout;
+        assert!(text.contains("usage     claude-"), "{text}");
         let origin = show["origin"].as_object().unwrap();
         let keys: Vec<&str> = origin.keys().map(String::as_str).collect();
         assert_eq!(
