@@ -118,6 +118,15 @@ impl Sandbox {
         }
     }
 
+    /// Writes `name`, dated an hour back: a session file its agent stopped writing, which
+    /// `baton import` reads whole (a file changed in the last ten minutes is read only up to
+    /// its last complete unit).
+    pub fn finished_file(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.file(name, body);
+        age(&path);
+        path
+    }
+
     pub fn file(&self, name: &str, body: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         std::fs::write(&path, body).unwrap();
@@ -360,4 +369,11 @@ pub fn create_key(sb: &Sandbox, tenant: &str) -> String {
         made.stdout
     );
     last
+}
+
+/// Dates `path` an hour back.
+pub fn age(path: &std::path::Path) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
 }

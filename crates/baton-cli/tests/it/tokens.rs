@@ -137,7 +137,7 @@ fn import_tokens(sb: &Sandbox, file: &str, args: &[&str]) -> Vec<u64> {
 fn import_counts_each_transcript_with_its_models_vocabulary() {
     let expected = |counter: &dyn TokenCounter| -> Vec<u64> {
         let sb = Sandbox::new();
-        let file = sb.file("session.jsonl", &claude_session());
+        let file = sb.finished_file("session.jsonl", &claude_session());
         let bytes = std::fs::read(&file).unwrap();
         let transcripts =
             baton_import::parse(baton_import::detect(&bytes).unwrap(), &bytes).unwrap();
@@ -153,12 +153,12 @@ fn import_counts_each_transcript_with_its_models_vocabulary() {
 
     // auto: the session's model is a Claude model, counted with the cl100k_base proxy.
     let sb = Sandbox::new();
-    let file = sb.file("session.jsonl", &claude_session());
+    let file = sb.finished_file("session.jsonl", &claude_session());
     let file = file.to_str().unwrap();
     assert_eq!(import_tokens(&sb, file, &["--tokenizer", "auto"]), cl100k);
 
     let sb = Sandbox::new();
-    let file = sb.file("session.jsonl", &claude_session());
+    let file = sb.finished_file("session.jsonl", &claude_session());
     let file = file.to_str().unwrap();
     assert_eq!(
         import_tokens(&sb, file, &["--tokenizer", "o200k_base"]),

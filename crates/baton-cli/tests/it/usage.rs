@@ -5,14 +5,14 @@
 // issue 17: usage reports like ccusage's, without its double counting.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use baton_core::prices::PriceTable;
 use baton_import::Format;
 use baton_usage::{Entry, Options, Period, dedupe, root_session};
 use serde_json::Value;
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, age};
 
 /// The Claude Code and Codex folders of the shared corpus, or `None` (with a message).
 fn corpus() -> Option<PathBuf> {
@@ -289,13 +289,6 @@ fn a_live_session_imported_part_by_part_ends_as_one_import_of_the_whole() {
         assert_same(&report(&sb, &["session"]), &report(&once, &["session"]));
         assert_same(&report(&sb, &["daily"]), &report(&once, &["daily"]));
     }
-}
-
-/// Dates `path` an hour back: a file its agent stopped writing.
-fn age(path: &Path) {
-    let file = std::fs::File::options().write(true).open(path).unwrap();
-    file.set_modified(SystemTime::now() - Duration::from_secs(3600))
-        .unwrap();
 }
 
 #[test]
