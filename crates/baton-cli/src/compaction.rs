@@ -396,8 +396,10 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
         std::fs::write(path, svg(&growth))
             .with_context(|| format!("--svg: writing {}", path.display()))?;
     }
+    let stored = env.store.run_report(&env.tenant, &run).await?;
+    let view = GrowthReport::of(&run, &growth).with_reported(&stored.usage);
     if env.json {
-        return print_json(out, &GrowthReport::of(&run, &growth));
+        return print_json(out, &view);
     }
     writeln!(
         out,
@@ -428,6 +430,12 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
         "total  {:>8} {:>14} {:>14}  ({:.1}× fewer input tokens)",
         "", full, ctx, growth.ratio
     )?;
+    if let Some(reported) = view.reported_input_total {
+        writeln!(
+            out,
+            "the provider reported {reported} input tokens for these calls (cache writes and reads included); `full` is baton's count of the same"
+        )?;
+    }
     if let Some(path) = &args.svg {
         writeln!(out, "chart written to {}", path.display())?;
     }

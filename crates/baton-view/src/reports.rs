@@ -98,6 +98,10 @@ pub struct GrowthReport {
     pub context_total: u64,
     /// `full_total / context_total` (0 without model calls).
     pub ratio: f64,
+    /// The input tokens the provider reported for the run's responses (fresh input, cache
+    /// writes and cache reads: the whole prompt each was given), for a run whose source
+    /// recorded usage (`null` otherwise): what `full_total` estimates.
+    pub reported_input_total: Option<u64>,
 }
 
 impl GrowthReport {
@@ -123,6 +127,16 @@ impl GrowthReport {
             } else {
                 growth.ratio
             },
+            reported_input_total: None,
         }
+    }
+
+    /// The report with [`GrowthReport::reported_input_total`] from the run's stored usage
+    /// (`RunReport::usage`); estimates do not count.
+    pub fn with_reported(mut self, usage: &[baton_store::RunUsage]) -> Self {
+        let reported: Vec<_> = usage.iter().filter(|u| !u.estimated).collect();
+        self.reported_input_total =
+            (!reported.is_empty()).then(|| reported.iter().map(|u| u.usage.context()).sum());
+        self
     }
 }

@@ -322,6 +322,7 @@ fn runs_show_reports_origin_counts_and_compactions() {
         );
         // The responses' recorded usage, as the file holds it (issue 17).
         let mut want: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        let mut prompts = 0;
         for t in baton_import::parse(
             baton_import::Format::ClaudeCode,
             &std::fs::read(&file).unwrap(),
@@ -333,8 +334,20 @@ fn runs_show_reports_origin_counts_and_compactions() {
                 w.0 += 1;
                 w.1 += u.usage.output;
                 w.2 += u.usage.cache_read;
+                prompts += u.usage.context();
             }
         }
+        // The growth report sets what it estimates beside what the provider reported.
+        let growth = sb
+            .run(&["report", "growth", "compacted", "--json"])
+            .ok()
+            .json();
+        assert_eq!(growth["reported_input_total"], prompts);
+        let text = sb.run(&["report", "growth", "compacted"]).ok().stdout;
+        assert!(
+            text.contains(&format!("the provider reported {prompts} input tokens")),
+            "{text}"
+        );
         let got: BTreeMap<String, (u64, u64, u64)> = show["usage"]
             .as_array()
             .unwrap()

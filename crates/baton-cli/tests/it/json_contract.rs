@@ -270,6 +270,7 @@ fn compaction_commands_print_their_documented_shapes() {
             "context_total",
             "full_total",
             "ratio",
+            "reported_input_total",
             "run",
             "steps",
             "strategy"

@@ -169,7 +169,10 @@ async fn growth(
         .await
         .map_err(|e| Problem::internal(&e))?;
     let growth = Growth::of(&replayed.strategy, &replayed.steps);
-    Ok(ApiJson(GrowthReport::of(&run, &growth)))
+    let stored = state.store.run_report(&caller.tenant, &run).await?;
+    Ok(ApiJson(
+        GrowthReport::of(&run, &growth).with_reported(&stored.usage),
+    ))
 }
 
 /// What the usage reports cover.
