@@ -57,6 +57,10 @@ struct RunLine {
     not_appended: u64,
     compactions: usize,
     redactions: usize,
+    /// Whether it is a subagent's transcript (its own file, or inline in its parent's).
+    subagent: bool,
+    /// User messages typed while the agent worked (queued), imported where delivered.
+    queued_messages: usize,
     /// Messages of a file still being written left for a later import: the source's last
     /// response still streaming, a queued message not yet delivered.
     still_being_written: usize,
@@ -80,6 +84,10 @@ struct Totals {
     extended: usize,
     messages: u64,
     tool_calls: u64,
+    /// Runs created for subagents.
+    subagents: usize,
+    /// Queued user messages in the runs created or extended.
+    queued_messages: usize,
     redactions: usize,
     skipped: usize,
     failed: usize,
@@ -181,6 +189,12 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         totals.messages += line.appended;
         totals.redactions += line.redactions;
         totals.tool_calls += line.appended_tool_calls;
+        if line.status == "created" && line.subagent {
+            totals.subagents += 1;
+        }
+        if matches!(line.status, "created" | "extended") {
+            totals.queued_messages += line.queued_messages;
+        }
         match line.status {
             "created" => totals.created += 1,
             "up_to_date" => totals.up_to_date += 1,
@@ -391,6 +405,8 @@ fn run_line(
         not_appended,
         compactions: t.compactions.len(),
         redactions,
+        subagent: t.parent_session_id.is_some() || t.parent_tool_use_id.is_some(),
+        queued_messages: t.queued,
         still_being_written,
         problems: t.problems(),
     }
@@ -540,6 +556,15 @@ fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
         plural(t.tool_calls as usize, "tool call"),
         plural(t.files, "file")
     )];
+    if t.subagents > 0 {
+        parts.push(format!("{} of them subagents'", t.subagents));
+    }
+    if t.queued_messages > 0 {
+        parts.push(format!(
+            "{} typed while the agent worked",
+            plural(t.queued_messages, "queued message")
+        ));
+    }
     if t.extended > 0 {
         parts.push(format!("{} extended", t.extended));
     }

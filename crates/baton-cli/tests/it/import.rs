@@ -158,6 +158,21 @@ fn the_whole_corpus_imports_and_matches_sources_md() {
         // turn-2 is the same session as turn-1, grown: reported, not a second run.
         assert_eq!(totals["grown"], 1);
         let runs_created = totals["created"].as_u64().unwrap();
+        // Subagent runs (their own files, and the 8 inline in their parents' files) and
+        // queued messages are counted (issue 17).
+        let created: Vec<&Value> = runs(&report)
+            .iter()
+            .filter(|r| r["status"] == "created")
+            .collect();
+        let subagents = created.iter().filter(|r| r["subagent"] == true).count();
+        assert!(subagents >= 8, "{subagents}");
+        assert_eq!(totals["subagents"], subagents);
+        let queued: u64 = created
+            .iter()
+            .map(|r| r["queued_messages"].as_u64().unwrap())
+            .sum();
+        assert!(queued > 0);
+        assert_eq!(totals["queued_messages"], queued);
         assert_eq!(runs_created as usize + 1, runs(&report).len());
 
         // Every imported run passes the protocol check, except where the source itself stopped
@@ -626,11 +641,13 @@ fn flags_and_output_modes() {
             "messages",
             "not_appended",
             "problems",
+            "queued_messages",
             "redactions",
             "source",
             "source_session_id",
             "status",
             "still_being_written",
+            "subagent",
             "tool_calls"
         ]
     );
@@ -643,8 +660,10 @@ fn flags_and_output_modes() {
             "files",
             "grown",
             "messages",
+            "queued_messages",
             "redactions",
             "skipped",
+            "subagents",
             "tool_calls",
             "up_to_date"
         ]
