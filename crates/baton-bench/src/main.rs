@@ -1387,24 +1387,12 @@ impl Fill {
 /// A few claims citing seqs at or before `cut`.
 fn claims(cut: Seq) -> Vec<Claim> {
     vec![
-        Claim {
-            kind: ClaimKind::Goal,
-            text: "make the test suite pass without touching the public API".into(),
-            source_seq: Seq(1),
-        },
-        Claim {
-            kind: ClaimKind::Verified,
-            text: format!(
+        Claim::new(ClaimKind::Goal, "make the test suite pass without touching the public API", Seq(1)),
+        Claim::new(ClaimKind::Verified, format!(
                 "the parser error reproduces as of seq {}",
                 cut.0.saturating_sub(3).max(1)
-            ),
-            source_seq: Seq(cut.0.saturating_sub(3).max(1)),
-        },
-        Claim {
-            kind: ClaimKind::NextStep,
-            text: "rerun the suite with the lexer fix".into(),
-            source_seq: cut,
-        },
+            ), Seq(cut.0.saturating_sub(3).max(1))),
+        Claim::new(ClaimKind::NextStep, "rerun the suite with the lexer fix", cut),
     ]
 }
 

@@ -159,8 +159,8 @@ pub fn assemble_pinned(
 
 /// Replaces the content of each large old tool result in `tail` by a stub; returns the seqs
 /// changed. The `tool_result` blocks stay (with their ids), so the tool-call pairing the
-/// provider checks is untouched.
-fn clear_tool_results(tail: &mut [Entry], cleared: Cleared, pins: &[Seq]) -> Vec<Seq> {
+/// provider checks is untouched. Pinned messages (`pins`) keep theirs.
+pub fn clear_tool_results(tail: &mut [Entry], cleared: Cleared, pins: &[Seq]) -> Vec<Seq> {
     let names: std::collections::HashMap<String, String> = tail
         .iter()
         .flat_map(|e| &e.message.content)
@@ -272,6 +272,26 @@ impl Context {
     /// Tokens of the tail, as stored (clipped or stubbed messages as counted after).
     pub fn tail_tokens(&self) -> u64 {
         self.messages.iter().map(|e| u64::from(e.tokens)).sum()
+    }
+
+    /// Everything the next model call receives, as plain text: the preamble, then each message
+    /// of the tail under a `## seq N (role)` line, tool calls and results described as the
+    /// preamble describes pinned ones. What `baton context` prints, and what probes search.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        if let Some(preamble) = self.preamble() {
+            out.push_str(&preamble.plain_text());
+            out.push_str("\n\n");
+        }
+        for entry in &self.messages {
+            out.push_str(&format!(
+                "## seq {} ({})\n{}\n\n",
+                entry.seq,
+                entry.message.role.as_str(),
+                render_blocks(&entry.message.content)
+            ));
+        }
+        out
     }
 
     /// The messages the next model call receives: the preamble, then the tail.

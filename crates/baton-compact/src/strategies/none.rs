@@ -5,14 +5,17 @@
 //! use baton_compact::strategies::NoCompaction;
 //! use baton_compact::{HistoryView, Keep, Plan, Strategy};
 //! let view = HistoryView::new(None, &[], &[], 0);
-//! assert_eq!(NoCompaction.plan(&view), Plan::Keep(Keep::Baseline));
+//! assert_eq!(NoCompaction {}.plan(&view), Plan::Keep(Keep::Baseline));
 //! ```
+
+use serde::{Deserialize, Serialize};
 
 use crate::{HistoryView, Keep, Plan, Strategy};
 
-/// The `none` strategy.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoCompaction;
+/// The `none` strategy. It has no settings (`[compaction.none]` is an empty table).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoCompaction {}
 
 impl Strategy for NoCompaction {
     fn name(&self) -> &'static str {
@@ -22,4 +25,9 @@ impl Strategy for NoCompaction {
     fn plan(&self, _view: &HistoryView<'_>) -> Plan {
         Plan::Keep(Keep::Baseline)
     }
+}
+
+impl super::Configured for NoCompaction {
+    const NAME: &'static str = "none";
+    const ABOUT: &'static str = "never compacts: the baseline";
 }

@@ -181,10 +181,12 @@ impl baton_compact::Summarizer for Verbose {
         request: &baton_compact::SummaryRequest<'_>,
     ) -> Result<baton_compact::Written, baton_compact::SummarizeError> {
         let claims = (0..400)
-            .map(|i| Claim {
-                kind: ClaimKind::Note,
-                text: format!("note {i}: a long restatement of everything said so far"),
-                source_seq: request.cut,
+            .map(|i| {
+                Claim::new(
+                    ClaimKind::Note,
+                    format!("note {i}: a long restatement of everything said so far"),
+                    request.cut,
+                )
             })
             .collect();
         Ok(baton_compact::Written {

@@ -111,11 +111,7 @@ impl From<&Claim> for ClaimView {
 
 impl From<ClaimView> for Claim {
     fn from(claim: ClaimView) -> Self {
-        Claim {
-            kind: claim.kind.into(),
-            text: claim.text,
-            source_seq: Seq(claim.source_seq),
-        }
+        Claim::new(claim.kind.into(), claim.text, Seq(claim.source_seq))
     }
 }
 

@@ -1,10 +1,11 @@
-//! The offline extractor on hand-made transcripts, the seeds' two continuity cases, and its
-//! properties under random messages.
+//! The offline working state on hand-made transcripts (one rule a test), the seeds' two
+//! continuity cases, and its properties under random messages.
 
-use baton_core::context::assemble;
+use baton_core::context::{assemble, render_state};
+use baton_core::tokens::ByteEstimate;
 use baton_core::{
-    Claim, ClaimKind, ContentBlock, Entry, Message, Role, Run, RunId, RunStatus, Seq, Summary,
-    SummaryId, TenantId, Timestamp,
+    Claim, ClaimKind, ContentBlock, Entry, Message, Role, Run, RunId, RunStatus, Seq, Status,
+    Summary, SummaryId, TenantId, Timestamp,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -67,220 +68,249 @@ fn lines(claims: &[Claim]) -> Vec<String> {
         .collect()
 }
 
-fn login_incident() -> Vec<Entry> {
-    vec![
-        entry(
-            1,
-            user(
-                "Find why login fails. Never write to production. Only read logs under /var/log/app.",
-            ),
-        ),
-        entry(
-            2,
-            said_and_called(
-                "The session store might be expiring tokens early. Let me read the config.",
-                "t1",
-                "Read",
-                json!({"file_path": "config/session.yaml"}),
-            ),
-        ),
-        entry(3, result("t1", "ttl: 5s", false)),
-        entry(4, call("t2", "Bash", json!({"command": "python check.py"}))),
-        entry(
-            5,
-            result(
-                "t2",
-                "Traceback (most recent call last):\n  File \"check.py\", line 3\nKeyError: 'ttl'",
-                true,
-            ),
-        ),
-        entry(
-            6,
-            call(
-                "t3",
-                "Bash",
-                json!({"command": "curl https://status.example.com/api"}),
-            ),
-        ),
-        entry(7, result("t3", "ok", false)),
-        entry(
-            8,
-            assistant(
-                "Confirmed: the session store is not the cause; the TTL in config/session.yaml is. Next I will raise the TTL.",
-            ),
-        ),
-        entry(
-            9,
-            call(
-                "t4",
-                "Bash",
-                json!({"command": "./deploy.sh --env staging"}),
-            ),
-        ),
-    ]
-}
-
-#[test]
-fn extracts_every_kind_with_its_seq() {
-    let claims = extract(&login_incident());
-    assert_eq!(
-        lines(&claims),
-        [
-            "goal 1 Find why login fails. Never write to production. Only read logs under /var/log/app.",
-            "constraint 1 Never write to production.",
-            "constraint 1 Only read logs under /var/log/app.",
-            "artifact 1 path /var/log/app",
-            "hypothesis 2 The session store might be expiring tokens early.",
-            "artifact 2 path config/session.yaml",
-            "artifact 4 command python check.py",
-            "artifact 4 path check.py",
-            "failed_approach 5 Bash python check.py: KeyError: 'ttl'",
-            "artifact 6 command curl https://status.example.com/api",
-            "artifact 6 url https://status.example.com/api",
-            "verified 7 Confirmed: the session store is not the cause; the TTL in config/session.yaml is. (evidence: Bash curl https://status.example.com/api)",
-            "pending 9 Bash ./deploy.sh --env staging",
-            "artifact 9 command ./deploy.sh --env staging",
-            "artifact 9 path ./deploy.sh",
-            "next_step 8 Next I will raise the TTL.",
-        ]
-    );
-}
-
-#[test]
-fn write_merges_into_the_working_state() {
-    let old = login_incident();
+/// The working state of `history` written in one compaction through its last seq, with a
+/// generous cap.
+fn state_of(history: &[Entry]) -> Vec<Claim> {
+    let cut = history.last().map_or(Seq::ZERO, |e| e.seq);
     let written = Offline.write(&SummaryRequest {
         base: None,
-        old: &old,
-        cut: Seq(9),
+        old: history,
+        cut,
         instructions: None,
         pins: &[],
+        cap: 20_000,
+        counter: &ByteEstimate,
     });
-    assert_eq!((written.input_tokens, written.output_tokens), (0, 0));
-    let got = lines(&written.claims);
-    // The hypothesis was refuted by the finding that cites seq 7.
-    assert!(got.contains(
-        &"failed_approach 7 refuted: The session store might be expiring tokens early. (by seq 7)"
-            .to_owned()
-    ));
-    assert!(written.claims.iter().all(|c| c.kind != Hypothesis));
-    let kinds: Vec<ClaimKind> = written.claims.iter().map(|c| c.kind).collect();
-    let mut sorted = kinds.clone();
-    sorted.sort_by_key(|k| ClaimKind::ALL.iter().position(|a| a == k));
-    assert_eq!(kinds, sorted);
+    claim::validate_sources(&written.claims, cut, cut).unwrap();
+    written.claims
+}
+
+/// The claims of one kind as `seq [status] text` lines.
+fn of(claims: &[Claim], kind: ClaimKind) -> Vec<String> {
+    claims
+        .iter()
+        .filter(|c| c.kind == kind)
+        .map(|c| match c.status {
+            Some(status) => format!("{} [{status}] {}", c.source_seq, c.text),
+            None => format!("{} {}", c.source_seq, c.text),
+        })
+        .collect()
 }
 
 #[test]
-fn write_stops_at_the_cut_and_carries_the_base() {
-    let old = login_incident();
-    let base = summary(
-        Seq(0),
-        vec![
-            Claim {
-                kind: Note,
-                text: "carried".into(),
-                source_seq: Seq(1),
-            },
-            Claim {
-                kind: NextStep,
-                text: "Let me look (pinned).".into(),
-                source_seq: Seq(1),
-            },
-        ],
-    );
-    let written = Offline.write(&SummaryRequest {
-        base: Some(&base),
-        old: &old,
-        cut: Seq(3),
-        instructions: Some("ignored offline"),
-        pins: &[Seq(1)],
-    });
-    assert!(written.claims.iter().all(|c| c.source_seq <= Seq(3)));
-    let got = lines(&written.claims);
-    assert!(got.contains(&"note 1 carried".to_owned()));
-    assert!(got.contains(&"next_step 1 Let me look (pinned).".to_owned()));
-    assert!(got.contains(&"next_step 2 Let me read the config.".to_owned()));
-    assert!(
-        got.contains(&"hypothesis 2 The session store might be expiring tokens early.".to_owned())
-    );
-    // The call at seq 2 is answered at 3: nothing is pending.
-    assert!(written.claims.iter().all(|c| c.kind != Pending));
-}
-
-#[test]
-fn the_goal_is_the_first_request_in_about_200_characters() {
-    let long = format!("Please {}", "refactor the parser module ".repeat(20));
-    let claims = extract(&[
-        entry(
-            1,
-            user("<local-command-caveat>Caveat: generated</local-command-caveat>"),
-        ),
-        entry(2, user("[Request interrupted by user]")),
-        entry(3, user(&long)),
-        entry(4, user("Second request.")),
-    ]);
-    let goal = claims.iter().find(|c| c.kind == Goal).unwrap();
-    assert_eq!(goal.source_seq, Seq(3));
-    assert!(
-        goal.text
-            .starts_with("Please refactor the parser module refactor")
-    );
-    assert!(goal.text.ends_with("module…"), "{}", goal.text);
-    assert!(goal.text.chars().count() <= 201);
-    assert_eq!(claims.iter().filter(|c| c.kind == Goal).count(), 1);
-}
-
-#[test]
-fn failures_from_output_and_from_error_flags() {
-    let claims = extract(&[
-        entry(1, call("a", "Bash", json!({"command": "cargo build"}))),
-        entry(
-            2,
-            result("a", "Compiling x\nerror[E0308]: mismatched types\n", false),
-        ),
-        entry(3, call("b", "Read", json!({"file_path": "missing.rs"}))),
-        entry(
-            4,
-            result(
-                "b",
-                "<tool_use_error>File does not exist.</tool_use_error>",
-                true,
-            ),
-        ),
-        entry(5, call("c", "Bash", json!({"command": "ls"}))),
-        entry(6, result("c", "Cargo.toml\nsrc", false)),
-        entry(7, result("zz", "", true)),
-    ]);
-    let failed: Vec<String> = lines(&claims)
-        .into_iter()
-        .filter(|l| l.starts_with("failed_approach"))
-        .collect();
+fn instructions_are_what_the_user_typed_newest_first() {
+    let history = vec![
+        entry(1, user("Caveat: The messages below were generated by the user while running local commands.")),
+        entry(2, user("<command-name>/clear</command-name>\n<command-message>clear</command-message>\n<command-args></command-args>")),
+        entry(3, user("<local-command-stdout></local-command-stdout>")),
+        entry(4, user("ultrathink: track /clear sessions")),
+        entry(5, assistant("Let me look.")),
+        entry(6, user("<command-name>/init</command-name>")),
+        entry(7, user("Please analyze this codebase and create a CLAUDE.md file.")),
+        entry(8, assistant("On it.")),
+        entry(9, user("great, prepare a plan. important not to commit changes until final step.")),
+        entry(10, user("[Request interrupted by user]")),
+        entry(11, user("This session is being continued from a previous conversation that ran out of context.")),
+    ];
+    let claims = state_of(&history);
     assert_eq!(
-        failed,
+        of(&claims, Instruction),
         [
-            "failed_approach 2 Bash cargo build: error[E0308]: mismatched types",
-            "failed_approach 4 Read missing.rs: <tool_use_error>File does not exist.</tool_use_error>",
-            "failed_approach 7 tool call zz: error",
+            "9 great, prepare a plan. important not to commit changes until final step.",
+            "6 /init",
+            "4 ultrathink: track /clear sessions",
+            "2 /clear",
         ]
     );
+    // The current task is the newest instruction, there being no plan.
+    assert_eq!(of(&claims, Goal), ["9 the user's newest instruction (seq 9)"]);
 }
 
 #[test]
-fn thinking_and_code_are_not_sentences() {
-    let claims = extract(&[
-        entry(1, user("Fix it.\n```\n// never do this\n```")),
-        entry(
-            2,
-            Message {
-                role: Role::Assistant,
-                content: vec![ContentBlock::Thinking {
-                    thinking: "It is probably the cache. Confirmed.".into(),
-                    signature: None,
-                }],
-            },
-        ),
-    ]);
-    assert_eq!(lines(&claims), ["goal 1 Fix it. ``` // never do this ```"]);
+fn a_very_long_instruction_keeps_its_head_and_names_its_seq() {
+    let long = format!("Fix the parser. {}", "context ".repeat(300));
+    let claims = state_of(&[entry(1, user(&long)), entry(2, assistant("ok"))]);
+    let instruction = &of(&claims, Instruction)[0];
+    assert!(instruction.starts_with("1 Fix the parser. context"), "{instruction}");
+    assert!(instruction.ends_with("characters: recall seq 1]"), "{instruction}");
+    assert!(instruction.len() < 700);
+}
+
+#[test]
+fn the_plan_is_the_latest_todo_list_and_names_the_current_task() {
+    let todos = |statuses: [&str; 3]| {
+        json!({"todos": [
+            {"content": "Review the tracker", "activeForm": "Reviewing", "status": statuses[0]},
+            {"content": "Design the fix", "activeForm": "Designing", "status": statuses[1]},
+            {"content": "Write the spec", "activeForm": "Writing", "status": statuses[2]},
+        ]})
+    };
+    let history = vec![
+        entry(1, user("plan the /clear fix")),
+        entry(2, call("a", "TodoWrite", todos(["in_progress", "pending", "pending"]))),
+        entry(3, result("a", "Todos have been modified successfully.", false)),
+        entry(4, call("b", "TodoWrite", todos(["completed", "in_progress", "pending"]))),
+        entry(5, result("b", "Todos have been modified successfully.", false)),
+        // Malformed: no list. The plan stays as it was.
+        entry(6, call("c", "TodoWrite", json!({"todos": "all done"}))),
+        entry(7, result("c", "error", true)),
+        // A plan tool result without its call teaches nothing.
+        entry(8, result("zz", "Todos have been modified successfully.", false)),
+        entry(9, assistant("## Next Steps\nI'll write the design doc next.")),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(
+        of(&claims, Task),
+        [
+            "4 [completed] Review the tracker",
+            "4 [in_progress] Design the fix",
+            "4 [pending] Write the spec",
+        ]
+    );
+    assert_eq!(of(&claims, Goal), ["4 Design the fix"]);
+    assert_eq!(of(&claims, NextStep), ["4 Design the fix"]);
+    // A malformed plan call is no problem of the task.
+    assert!(of(&claims, Problem).is_empty(), "{:?}", of(&claims, Problem));
+}
+
+#[test]
+fn codex_update_plan_and_apply_patch() {
+    let history = vec![
+        entry(1, user("add myapp/hoge.py")),
+        entry(2, call("p", "update_plan", json!({"plan": [
+            {"step": "Create the file", "status": "completed"},
+            {"step": "Run it", "status": "in_progress"},
+        ]}))),
+        entry(3, result("p", "Plan updated", false)),
+        entry(4, call("x", "apply_patch", json!("*** Begin Patch\n*** Add File: myapp/hoge.py\n+print(1 + 1)\n*** End Patch"))),
+        entry(5, result("x", "Success. Updated the following files:\nA myapp/hoge.py", false)),
+        entry(6, call("r", "shell_command", json!({"command": "rm /w/myapp/old.py"}))),
+        entry(7, result("r", "", false)),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(of(&claims, Task), ["2 [completed] Create the file", "2 [in_progress] Run it"]);
+    assert_eq!(
+        of(&claims, File),
+        ["6 [deleted] /w/myapp/old.py", "4 [created] myapp/hoge.py"]
+    );
+}
+
+#[test]
+fn files_by_role_one_canonical_path_each() {
+    let history = vec![
+        entry(1, user("fix it")),
+        entry(2, call("r", "Read", json!({"file_path": "/repo/src/main.rs"}))),
+        entry(3, result("r", "fn main() {}", false)),
+        entry(4, call("e", "Edit", json!({"file_path": "/repo/src/main.rs", "old_string": "a", "new_string": "b"}))),
+        entry(5, result("e", "The file /repo/src/main.rs has been updated.", false)),
+        entry(6, call("w", "Write", json!({"file_path": "/repo/notes.md", "content": "x"}))),
+        entry(7, result("w", "File created successfully at: /repo/notes.md", false)),
+        entry(8, call("b", "Bash", json!({"command": "cat > src/gen.rs <<'EOF'\nfn x() {}\nEOF\nsed -i 's/a/b/' main.rs"}))),
+        entry(9, result("b", "", false)),
+        entry(10, call("c", "Read", json!({"file_path": "/repo/Cargo.toml"}))),
+        entry(11, result("c", "[package]", false)),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(
+        of(&claims, File),
+        [
+            "8 [modified] /repo/src/main.rs",
+            "8 [created] src/gen.rs",
+            "6 [created] /repo/notes.md",
+            "10 [read] /repo/Cargo.toml",
+        ]
+    );
+    let main = claims.iter().find(|c| c.text == "/repo/src/main.rs").unwrap();
+    assert_eq!(main.subject.as_deref(), Some("/repo/src/main.rs"));
+}
+
+#[test]
+fn problems_are_named_by_why_and_resolved_by_structure() {
+    let history = vec![
+        entry(1, user("make the tests pass")),
+        // A test run fails: named by its error line, never by "Exit code 1" alone.
+        entry(2, call("t1", "Bash", json!({"command": "cargo test"}))),
+        entry(3, result("t1", "Exit code 101\n   Compiling x\nerror[E0308]: mismatched types\n --> src/lib.rs:4:5", true)),
+        // Exploration that found nothing is no problem.
+        entry(4, call("l", "Bash", json!({"command": "ls ~/.claude/todos/x*"}))),
+        entry(5, result("l", "Exit code 1\n(eval):1: no matches found: /Users/u/.claude/todos/x*", true)),
+        entry(6, call("g", "Bash", json!({"command": "grep -rn needle src"}))),
+        entry(7, result("g", "Exit code 1", true)),
+        // Another failure that nothing resolves.
+        entry(8, call("p", "Bash", json!({"command": "git push origin main"}))),
+        entry(9, result("p", "Exit code 1\nfatal: could not read Username for 'https://github.com'", true)),
+        // The file the failure names is fixed, then a command succeeds: resolved.
+        entry(10, call("e", "Edit", json!({"file_path": "/repo/src/lib.rs", "old_string": "1", "new_string": "2"}))),
+        entry(11, result("e", "The file /repo/src/lib.rs has been updated.", false)),
+        entry(12, call("t2", "Bash", json!({"command": "cargo   test"}))),
+        entry(13, result("t2", "running 3 tests\ntest result: ok. 3 passed; 0 failed; 0 ignored", false)),
+        // A failed edit, then the same edit succeeds: resolved by the same check.
+        entry(14, call("f1", "Edit", json!({"file_path": "/repo/src/a.rs", "old_string": "x", "new_string": "y"}))),
+        entry(15, result("f1", "<tool_use_error>String to replace not found in file.</tool_use_error>", true)),
+        entry(16, call("f2", "Edit", json!({"file_path": "/repo/src/a.rs", "old_string": "z", "new_string": "y"}))),
+        entry(17, result("f2", "The file /repo/src/a.rs has been updated.", false)),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(
+        of(&claims, Problem),
+        [
+            "9 [unresolved] `git push origin main`: fatal: could not read Username for 'https://github.com'",
+            "15 [resolved] `Edit /repo/src/a.rs`: String to replace not found in file. — resolved at seq 17",
+            "3 [resolved] `cargo test`: error[E0308]: mismatched types — resolved at seq 13",
+        ]
+    );
+    // Only the tool output verifies; the test pass is verified with its command.
+    assert_eq!(
+        of(&claims, Verified),
+        ["13 `cargo   test`: test result: ok. 3 passed; 0 failed; 0 ignored"]
+    );
+}
+
+#[test]
+fn what_the_agent_asserts_is_reported_not_verified() {
+    let history = vec![
+        entry(1, user("deploy it")),
+        entry(2, call("p", "Bash", json!({"command": "git commit -am 'fix: serializer' && git push"}))),
+        entry(3, result("p", "[main 4f2a9c1] fix: serializer\n 1 file changed\nTo github.com:o/r.git\n   1a2b3c4..4f2a9c1  main -> main", false)),
+        entry(4, assistant("VERIFIED ✅ The fix works in production.")),
+    ];
+    let claims = state_of(&history);
+    assert!(of(&claims, Verified).is_empty(), "{:?}", of(&claims, Verified));
+    assert_eq!(of(&claims, Reported), ["4 VERIFIED ✅ The fix works in production."]);
+    assert_eq!(
+        of(&claims, Repo),
+        [
+            "3 pushed 1a2b3c4..4f2a9c1  main -> main",
+            "3 committed [main 4f2a9c1] fix: serializer",
+        ]
+    );
+    // Whole commands, heredocs and all.
+    assert_eq!(of(&claims, Command), ["2 git commit -am 'fix: serializer' && git push"]);
+}
+
+#[test]
+fn multi_line_commands_are_kept_whole() {
+    let command = "cat <<'EOF' > /repo/JOKE.md\n# The Late Comedian\nWhy?\nEOF";
+    let history = vec![
+        entry(1, user("write a joke")),
+        entry(2, call("c", "exec_command", json!({"cmd": command}))),
+        entry(3, result("c", "", false)),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(of(&claims, Command), [format!("2 {command}")]);
+    assert_eq!(of(&claims, File), ["2 [created] /repo/JOKE.md"]);
+    let text = render_state(Seq(3), &claims);
+    assert!(text.contains(command), "{text}");
+}
+
+#[test]
+fn the_next_step_is_the_last_plan_sentence_that_is_no_heading() {
+    let history = vec![
+        entry(1, user("go")),
+        entry(2, assistant("Let me check the logs first.\n\n## Next Steps\n- Run the migration.\nThen I'll deploy it.")),
+    ];
+    let claims = state_of(&history);
+    assert_eq!(of(&claims, NextStep), ["2 Then I'll deploy it."]);
 }
 
 fn summary(coverage: Seq, claims: Vec<Claim>) -> Summary {
@@ -318,6 +348,8 @@ fn compact_through(
             cut,
             instructions: None,
             pins: &[],
+            cap: 4_000,
+            counter: &ByteEstimate,
         });
         claim::validate_sources(&written.claims, cut, Seq(history.len() as u64)).unwrap();
         let next = summary(cut, written.claims);
@@ -331,7 +363,8 @@ use baton_core::claim;
 
 /// Seed 000 (capítulo 8): "solo lectura" said at step 1, 80 steps of work with tool calls,
 /// a write tool at step 80. Under repeated compaction the constraint stays in the working
-/// state verbatim, citing seq 1, and in the assembled context the model receives.
+/// state verbatim (in the instruction that said it), citing seq 1, and in the assembled context
+/// the model receives.
 #[test]
 fn seed_read_only_constraint_survives_every_compaction() {
     const READ_ONLY: &str = "La ejecución es de solo lectura: no escribas nada en producción.";
@@ -382,20 +415,20 @@ fn seed_read_only_constraint_survives_every_compaction() {
     let mut compactions = 0;
     compact_through(&history, &[21, 41, 61, 79], |cut, summary, tail| {
         compactions += 1;
-        let constraints: Vec<&Claim> = summary
+        let instructions: Vec<&Claim> = summary
             .claims
             .iter()
-            .filter(|c| c.kind == Constraint)
+            .filter(|c| c.kind == Instruction)
             .collect();
-        assert_eq!(constraints.len(), 1, "after the cut at {cut}");
-        assert_eq!(constraints[0].text, READ_ONLY);
-        assert_eq!(constraints[0].source_seq, Seq(1));
+        assert_eq!(instructions.len(), 1, "after the cut at {cut}");
+        assert!(instructions[0].text.ends_with(READ_ONLY));
+        assert_eq!(instructions[0].source_seq, Seq(1));
         let probes = probe(&history, cut, &summary.claims, tail);
         assert_eq!((probes.constraints.kept, probes.constraints.total), (1, 1));
         assert_eq!(probes.sources.kept, probes.sources.total);
         let context = assemble(&run, Some(summary), tail.to_vec());
         let input = context.preamble().unwrap().plain_text();
-        assert!(input.contains(&format!("- {READ_ONLY} [seq 1]")), "{input}");
+        assert!(input.contains(&format!("{READ_ONLY} [seq 1]")), "{input}");
     });
     assert_eq!(compactions, 4);
     // The write tool is in the tail after the last compaction, next to the constraint.
@@ -403,8 +436,8 @@ fn seed_read_only_constraint_survives_every_compaction() {
 }
 
 /// Seed 000 (capítulo 8): a hypothesis stated early and refuted later. The working state holds
-/// the current conclusion as verified with the seq of its evidence, and the refutation naming
-/// that seq; the stale hypothesis is neither a hypothesis nor a finding.
+/// the current conclusion (reported: the agent said it, no test shows it) and the refutation
+/// naming the seq that said it; the stale hypothesis is neither a hypothesis nor a finding.
 #[test]
 fn seed_refuted_hypothesis_is_not_kept_as_verified() {
     const HYPOTHESIS: &str = "The bug is probably in the cache layer.";
@@ -441,27 +474,23 @@ fn seed_refuted_hypothesis_is_not_kept_as_verified() {
     let mut states = Vec::new();
     compact_through(&history, &[3, 7], |cut, summary, tail| {
         let probes = probe(&history, cut, &summary.claims, tail);
-        assert_eq!(probes.findings.kept, probes.findings.total);
         assert_eq!(probes.constraints.kept, probes.constraints.total);
         states.push(summary.claims.clone());
     });
 
     // After the first compaction the hypothesis is just that.
-    assert!(states[0].contains(&Claim {
-        kind: Hypothesis,
-        text: HYPOTHESIS.into(),
-        source_seq: Seq(2),
-    }));
-    // After the second, the conclusion is verified with the seq of its evidence…
+    assert!(states[0].contains(&Claim::new(Hypothesis, HYPOTHESIS, Seq(2))));
+    // After the second, the conclusion is reported where it was said…
     let last = &states[1];
-    let verified: Vec<&Claim> = last.iter().filter(|c| c.kind == Verified).collect();
-    assert_eq!(verified.len(), 1);
-    assert!(verified[0].text.starts_with(CONCLUSION));
-    assert_eq!(verified[0].source_seq, Seq(5));
+    let reported: Vec<&Claim> = last.iter().filter(|c| c.kind == Reported).collect();
+    assert_eq!(reported.len(), 1, "{last:#?}");
+    assert_eq!(reported[0].text, CONCLUSION);
+    assert_eq!(reported[0].source_seq, Seq(6));
+    assert!(last.iter().all(|c| c.kind != Verified), "{last:#?}");
     // …the stale hypothesis is neither a hypothesis nor a finding…
     assert!(
         last.iter()
-            .filter(|c| matches!(c.kind, Hypothesis | Verified))
+            .filter(|c| matches!(c.kind, Hypothesis | Verified | Reported))
             .all(|c| !c.text.contains("probably in the cache layer")),
         "{last:#?}"
     );
@@ -472,13 +501,14 @@ fn seed_refuted_hypothesis_is_not_kept_as_verified() {
         .collect();
     assert_eq!(refuted.len(), 1);
     assert_eq!(refuted[0].kind, FailedApproach);
-    assert_eq!(refuted[0].text, format!("refuted: {HYPOTHESIS} (by seq 5)"));
-    assert_eq!(refuted[0].source_seq, Seq(5));
-    assert!(last.contains(&Claim {
-        kind: Constraint,
-        text: "Do not change the schema.".into(),
-        source_seq: Seq(1),
-    }));
+    assert_eq!(refuted[0].text, format!("refuted: {HYPOTHESIS} (by seq 6)"));
+    assert_eq!(refuted[0].source_seq, Seq(6));
+    // The constraint, in the instruction that set it.
+    assert!(last.contains(&Claim::new(
+        Instruction,
+        "Find why checkout is slow. Do not change the schema.",
+        Seq(1)
+    )));
 }
 
 const WORDS: &[&str] = &[
@@ -575,24 +605,34 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn extract_never_panics_and_cites_only_its_input(
+    fn the_state_never_panics_cites_only_its_input_and_holds_its_cap(
         first in 1u64..50,
         messages in prop::collection::vec(message(), 0..12),
+        cap in 60u64..3_000,
     ) {
         let old: Vec<Entry> = (first..).zip(messages).map(|(seq, m)| entry(seq, m)).collect();
-        let claims = extract(&old);
-        for c in &claims {
-            prop_assert!(old.iter().any(|e| e.seq == c.source_seq), "{c:?} cites outside");
-            prop_assert!(!c.text.trim().is_empty(), "{c:?} is empty");
-        }
         let last = old.last().map_or(Seq::ZERO, |e| e.seq);
-        let written = Offline.write(&SummaryRequest {
+        let request = SummaryRequest {
             base: None,
             old: &old,
             cut: last,
             instructions: None,
             pins: &[],
+            cap,
+            counter: &ByteEstimate,
+        };
+        let bounded = Offline::state(&request);
+        for c in &bounded.claims {
+            prop_assert!(old.iter().any(|e| e.seq == c.source_seq), "{c:?} cites outside");
+        }
+        prop_assert!(claim::validate_claims(&bounded.claims).is_ok(), "{:?}", bounded.claims);
+        prop_assert!(bounded.tokens <= cap.max(bounded.tokens.min(cap + 200)), "{} over {cap}", bounded.tokens);
+        // Writing the same state again over itself changes nothing.
+        let again = Offline::state(&SummaryRequest {
+            base: Some(&summary(last, bounded.claims.clone())),
+            old: &[],
+            ..request
         });
-        prop_assert!(written.claims.iter().all(|c| c.source_seq <= last));
+        prop_assert_eq!(again.claims.len(), bounded.claims.len());
     }
 }
