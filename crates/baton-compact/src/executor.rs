@@ -203,9 +203,8 @@ pub enum Outcome<R> {
     Conflict(R),
 }
 
-/// What went wrong, other than an expected outcome.
+/// What went wrong, other than an expected outcome. Exhaustive: a caller maps each case.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Error<E, R> {
     /// The target failed.
     Target(E),

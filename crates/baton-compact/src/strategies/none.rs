@@ -5,7 +5,7 @@
 //! use baton_compact::strategies::NoCompaction;
 //! use baton_compact::{HistoryView, Keep, Plan, Strategy};
 //! let view = HistoryView::new(None, &[], &[], 0);
-//! assert_eq!(NoCompaction {}.plan(&view), Plan::Keep(Keep::Baseline));
+//! assert_eq!(NoCompaction.plan(&view), Plan::Keep(Keep::Baseline));
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -14,8 +14,25 @@ use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `none` strategy. It has no settings (`[compaction.none]` is an empty table).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "Table", into = "Table")]
+pub struct NoCompaction;
+
+/// `none`'s table: empty.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NoCompaction {}
+struct Table {}
+
+impl From<Table> for NoCompaction {
+    fn from(_: Table) -> Self {
+        NoCompaction
+    }
+}
+
+impl From<NoCompaction> for Table {
+    fn from(_: NoCompaction) -> Self {
+        Table {}
+    }
+}
 
 impl Strategy for NoCompaction {
     fn name(&self) -> &'static str {
