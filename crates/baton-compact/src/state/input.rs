@@ -10,7 +10,9 @@
 //! `# AGENTS.md instructions`, `Base directory for this skill`, or `This session is being
 //! continued from a previous conversation` (a compaction summary). A slash command echo
 //! (`<command-name>/x</command-name>`, with optional `<command-message>` and
-//! `<command-args>A</command-args>` in any order) is the instruction `/x A`, as typed. The user
+//! `<command-args>A</command-args>` in any order) is the instruction `/x A`, as typed. A Codex
+//! client's message that lists attached files above the request (`# Files mentioned by the user:`
+//! … `## My request for Codex:`) is the text after that last heading. The user
 //! text message right after a slash command message (the next message of the run) is the
 //! command's expansion, not typed by the user; the caller applies that rule, since it needs the
 //! message before.
@@ -40,6 +42,9 @@ const HARNESS: &[&str] = &[
     "This session is being continued from a previous conversation",
 ];
 
+/// The heading a Codex client puts above the request when it lists attached files first.
+const CODEX_REQUEST: &str = "## My request for Codex:";
+
 /// What `message` holds as user input, or `None` when it is not a user message with text
 /// (a tool result, an assistant message).
 pub(crate) fn user_input(message: &Message) -> Option<UserInput> {
@@ -63,7 +68,10 @@ pub(crate) fn user_input(message: &Message) -> Option<UserInput> {
     let typed: Vec<String> = texts
         .iter()
         .map(|t| strip_reminders(t))
-        .map(|t| t.trim().to_owned())
+        .map(|t| match t.rsplit_once(CODEX_REQUEST) {
+            Some((_, request)) => request.trim().to_owned(),
+            None => t.trim().to_owned(),
+        })
         .filter(|t| !t.is_empty() && !HARNESS.iter().any(|p| t.starts_with(p)))
         .collect();
     if typed.is_empty() {
@@ -160,6 +168,10 @@ mod tests {
             Some(Text("ship it".into())),
         );
         check("<system-reminder>only a reminder", Some(Harness));
+        check(
+            "# Files mentioned by the user:\n\n## demo.vtt: /Users/u/demo.vtt\n\n## My request for Codex:\nsummarize the action items",
+            Some(Text("summarize the action items".into())),
+        );
         check("   ", Some(Harness));
         assert_eq!(user_input(&Message::text(Role::Assistant, "hi")), None);
     }

@@ -233,10 +233,10 @@ fn configure(body: &CompactRequest) -> Result<CompactionConfig, Problem> {
         instructions: body.instructions.clone(),
     });
     if let Some(n) = body.min_context_tokens {
-        config.trigger.min_context_tokens = n;
+        config.settings.trigger.min_context_tokens = n;
     }
     if let Some(share) = body.min_reduction {
-        config.trigger.min_reduction = share;
+        config.settings.trigger.min_reduction = share;
     }
     if let Some(share) = body.min_growth {
         if share > MAX_MIN_GROWTH {
@@ -244,7 +244,7 @@ fn configure(body: &CompactRequest) -> Result<CompactionConfig, Problem> {
                 "min_growth {share}: expected a share from 0 to {MAX_MIN_GROWTH}"
             )));
         }
-        config.trigger.min_growth = share;
+        config.settings.trigger.min_growth = share;
     }
     config
         .validate()
@@ -310,11 +310,15 @@ async fn compact(
     let config = configure(&body)?;
     let strategy = config.build().map_err(|e| invalid_options(e.to_string()))?;
     let prices = PriceTable::defaults();
+    let clear = config.clear().map_err(|e| invalid_options(e.to_string()))?;
+    let counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
     let compactor = Compactor {
         strategy: &*strategy,
         summarizer: &Offline,
-        trigger: &config.trigger,
+        settings: &config.settings,
+        clear,
         prices: &prices,
+        counter: &*counter,
         force: body.force,
         dry_run: body.dry_run,
     };
@@ -323,6 +327,9 @@ async fn compact(
         .await
         .map_err(|e| match e {
             baton_runtime::Error::Store(e) => Problem::from(e),
+            needs @ baton_runtime::Error::NeedsModel { .. } => {
+                Problem::unprocessable("needs-model", "The strategy needs a model", needs.to_string())
+            }
             other => Problem::internal(&other),
         })?;
     let name = strategy.name();
