@@ -261,15 +261,7 @@ impl fmt::Display for Probes {
             "instructions {}, plan items {}, modified files {}, unresolved problems {}",
             self.instructions, self.plan_items, self.modified_files, self.unresolved_problems
         )?;
-        for miss in &self.misses {
-            write!(
-                f,
-                "\nmissing {} @{}: {}",
-                miss.kind.as_str(),
-                miss.seq,
-                miss.key
-            )?;
-        }
+        write_misses(f, &self.misses)?;
         for skip in &self.skipped {
             write!(f, "\nskipped @{}: {}", skip.seq, skip.reason)?;
         }
@@ -297,17 +289,22 @@ impl fmt::Display for Coverage {
             "paths {}, commands {}, user messages {}",
             self.paths, self.commands, self.user_messages
         )?;
-        for miss in &self.misses {
-            write!(
-                f,
-                "\nmissing {} @{}: {}",
-                miss.kind.as_str(),
-                miss.seq,
-                miss.key
-            )?;
-        }
-        Ok(())
+        write_misses(f, &self.misses)
     }
+}
+
+/// One line per miss: `missing <kind> @<seq>: <key>`.
+fn write_misses(f: &mut fmt::Formatter<'_>, misses: &[Miss]) -> fmt::Result {
+    for miss in misses {
+        write!(
+            f,
+            "\nmissing {} @{}: {}",
+            miss.kind.as_str(),
+            miss.seq,
+            miss.key
+        )?;
+    }
+    Ok(())
 }
 
 /// Probes `context` for what the history held at or before `cut` (see the crate
