@@ -290,6 +290,14 @@ impl Agent<'_> {
                 });
                 Ok(())
             }
+            // A strategy that needs a model with an offline summarizer: the same, at no cost.
+            Err(err @ crate::Error::NeedsModel { .. }) => {
+                observer.event(Event::CompactionFailed {
+                    why: &err.to_string(),
+                    tokens: 0,
+                });
+                Ok(())
+            }
             Err(other) => Err(other.into()),
         }
     }
