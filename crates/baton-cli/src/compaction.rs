@@ -318,6 +318,11 @@ fn replay_one(
 pub(crate) fn independent_probes() -> baton_compact::replay::Probe {
     Arc::new(|history, cut, context| {
         let found = baton_probes::probe(history, cut, &context.text());
+        if std::env::var("DUMP_MISSES").is_ok() {
+            for m in &found.misses {
+                tracing::warn!("MISS cut {cut} {:?} @{} {}", m.kind, m.seq, m.key);
+            }
+        }
         let share = |s: baton_probes::Share| Share {
             kept: u32::try_from(s.kept).unwrap_or(u32::MAX),
             total: u32::try_from(s.total).unwrap_or(u32::MAX),

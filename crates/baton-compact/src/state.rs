@@ -64,8 +64,8 @@ pub use bound::{Bounded, bound};
 /// The prefix of the claim that records a refuted hypothesis.
 pub const REFUTED_PREFIX: &str = "refuted: ";
 
-/// The `subject` prefix of the note that counts what the bound left out of a section.
-pub const EVICTED_SUBJECT: &str = "evicted:";
+/// The `subject` of the note that counts what the bound left out, section by section.
+pub const EVICTED_SUBJECT: &str = "evicted";
 
 /// Instructions longer than this keep their first [`INSTRUCTION_HEAD`] characters.
 pub const INSTRUCTION_CHARS: usize = 1_000;
@@ -216,19 +216,12 @@ impl WorkingState {
                 ClaimKind::Pending => state.pending.push(item()),
                 ClaimKind::Artifact => state.artifacts.push(item()),
                 ClaimKind::NextStep => state.next_step = Some(item()),
-                ClaimKind::Note => match claim
-                    .subject
-                    .as_deref()
-                    .and_then(|s| s.strip_prefix(EVICTED_SUBJECT))
-                {
-                    Some(section) => {
-                        if let Some(kind) = ClaimKind::ALL.iter().find(|k| k.as_str() == section) {
-                            let n = evicted_count(&claim.text);
-                            *state.evicted.entry(*kind).or_default() += n;
-                        }
+                ClaimKind::Note if claim.subject.as_deref() == Some(EVICTED_SUBJECT) => {
+                    for (kind, n) in evicted_counts(&claim.text) {
+                        *state.evicted.entry(kind).or_default() += n;
                     }
-                    None => state.notes.push(item()),
-                },
+                }
+                ClaimKind::Note => state.notes.push(item()),
             }
         }
         // Stored newest first where rendered so; kept in seq order here.
@@ -356,14 +349,18 @@ impl WorkingState {
     }
 }
 
-/// The `+N` an eviction note starts with.
-fn evicted_count(text: &str) -> u64 {
-    text.trim_start_matches('+')
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap_or(0)
+/// The counts an eviction note holds (`…: +64 commands, +5 problems`), by kind.
+fn evicted_counts(text: &str) -> Vec<(ClaimKind, u64)> {
+    let list = text.rsplit_once(": ").map_or(text, |(_, list)| list);
+    list.split(", ")
+        .filter_map(|part| {
+            let (n, label) = part.trim().strip_prefix('+')?.split_once(' ')?;
+            let kind = ClaimKind::ALL
+                .iter()
+                .find(|k| bound::label(**k) == label.trim())?;
+            Some((*kind, n.parse().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -276,13 +276,14 @@ fn named_files(text: &str) -> Vec<String> {
             )
     }) {
         let mut token = raw.trim_end_matches(['.', ':', ';']);
-        // A `:line` or `:line:col` suffix.
-        while let Some((head, tail)) = token.rsplit_once(':') {
-            if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) {
-                token = head;
-            } else {
-                break;
-            }
+        // A `:line`, `:line:col` or `:line:col:message` suffix (compilers write
+        // `lib/a.ex:94:7:pattern_match_cov`): the path ends before the first `:digit`.
+        if let Some(at) = token
+            .match_indices(':')
+            .map(|(i, _)| i)
+            .find(|&i| token[i + 1..].starts_with(|c: char| c.is_ascii_digit()))
+        {
+            token = &token[..at];
         }
         let named = token.contains('/')
             || token.rsplit_once('.').is_some_and(|(stem, ext)| {

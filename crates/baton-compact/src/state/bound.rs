@@ -2,21 +2,21 @@
 //!
 //! The cap is in tokens of the run's tokenizer, counted on the state as context assembly renders
 //! it ([`baton_core::context::render_state`]). The current task, the next step and pinned claims
-//! are always kept. Every other section has a share of what is left:
+//! are always kept. Then, in two tiers:
 //!
-//! | section | share | ranked |
-//! |---|---|---|
-//! | instructions | 28% | newest first (an old one is shortened to 300 characters before it is left out) |
-//! | commands | 12% | newest first |
-//! | problems | 12% | unresolved first, then newest first |
-//! | files | 12% | created, modified and deleted before read; then newest first (read files: most touched first) |
-//! | plan | 10% | in progress, pending, completed |
-//! | verified, repository, constraints, reported | 4%, 3%, 6%, 3% | newest first |
-//! | the rest | 9% | newest first |
+//! 1. **What the continuation cannot do without**, in this order, as far as the cap goes: every
+//!    instruction (newest first; a long one shortened to 300 characters before it is left out),
+//!    the plan's items in progress and pending, the unresolved problems (newest first), the files
+//!    created, modified or deleted (newest first).
+//! 2. **The rest**, each section within a share of what tier 1 left — commands 30% (newest first;
+//!    one over 400 characters shortened before it is left out), read files 15% (most touched
+//!    first), resolved problems 10%, constraints 10%, verified findings 8%, completed plan items
+//!    6%, repository events 6%, reported findings 5%, and 10% for failed approaches, rejected
+//!    designs, lessons, hypotheses, pending calls, artifacts and notes; a share a section does
+//!    not use goes to the others, in that order.
 //!
-//! A share a section does not use goes to the others, in the order above. What is left out is
-//! counted, section by section, in one note (`+41 more files: …`) that says how to recall it;
-//! the counts carry over from one version to the next.
+//! What is left out is counted, section by section, in one note (`not shown: +41 files, …`) that
+//! says how to recall it; the counts carry over from one version to the next.
 
 use baton_core::context::{render_claim, render_state};
 use baton_core::tokens::TokenCounter;
@@ -31,15 +31,18 @@ pub struct Bounded {
     pub claims: Vec<Claim>,
     /// Their rendering's tokens, counted with the run's tokenizer.
     pub tokens: u64,
-    /// Items this bound left out (before it, earlier versions left out more: their notes say).
+    /// Items this bound left out (before it, earlier versions left out more: their note says).
     pub evicted: u64,
 }
 
-/// One section's candidates: the claims in display order, and the order to keep them in.
+/// One section's candidates: the claims in display order, each with its tier, and the order to
+/// keep them in.
 struct Section {
     kind: ClaimKind,
+    /// The share of tier 2's room.
     share: f64,
     claims: Vec<Claim>,
+    tier: Vec<u8>,
     /// A shorter form of a claim, tried before it is left out.
     short: Vec<Option<Claim>>,
     rank: Vec<usize>,
@@ -47,27 +50,45 @@ struct Section {
 }
 
 impl Section {
-    fn new(kind: ClaimKind, share: f64, claims: Vec<Claim>, rank: Vec<usize>) -> Section {
+    fn new(kind: ClaimKind, share: f64, claims: Vec<Claim>, tier: Vec<u8>, rank: Vec<usize>) -> Section {
         let n = claims.len();
         Section {
             kind,
             share,
             claims,
+            tier,
             short: vec![None; n],
             rank,
             kept: vec![None; n],
         }
     }
 
-    /// In display order, newest first.
-    fn newest_first(kind: ClaimKind, share: f64, items: &[Item]) -> Section {
+    /// A section of one tier, in display order newest first.
+    fn newest_first(kind: ClaimKind, tier: u8, share: f64, items: &[Item]) -> Section {
         let claims: Vec<Claim> = items
             .iter()
             .rev()
             .map(|i| Claim::new(kind, i.text.clone(), i.seq))
             .collect();
-        let rank = (0..claims.len()).collect();
-        Section::new(kind, share, claims, rank)
+        let n = claims.len();
+        Section::new(kind, share, claims, vec![tier; n], (0..n).collect())
+    }
+
+    /// Gives every claim longer than `max` characters a shortened form naming its seq.
+    fn shortened(mut self, max: usize, note: &str) -> Section {
+        for (i, claim) in self.claims.iter().enumerate() {
+            if claim.text.chars().count() > max {
+                let text = format!(
+                    "{} [{note}: recall seq {}]",
+                    outcome::clip(claim.text.lines().next().unwrap_or_default(), max),
+                    claim.source_seq
+                );
+                let mut short = claim.clone();
+                short.text = text;
+                self.short[i] = Some(short);
+            }
+        }
+        self
     }
 }
 
@@ -101,25 +122,33 @@ pub fn bound(state: &WorkingState, coverage: Seq, cap: u64, counter: &dyn TokenC
             .iter()
             .map(|k| heading(*k))
             .sum::<u64>();
-    let headings: u64 = sections
+    let mut kinds: Vec<ClaimKind> = sections
         .iter()
         .filter(|s| !s.claims.is_empty())
-        .map(|s| heading(s.kind))
-        .sum();
+        .map(|s| s.kind)
+        .collect();
+    kinds.dedup();
+    let headings: u64 = kinds.iter().map(|k| heading(*k)).sum();
     // Room for the note on what is left out.
-    let notes_room = 40;
+    let notes_room = 60;
     let room = cap.saturating_sub(header + fixed_cost + headings + notes_room);
 
-    // Pass 1: each section within its share; pass 2: what is left, in order.
+    // Tier 1, in order, as far as the room goes.
+    let mut used = 0;
+    for section in &mut sections {
+        used += take(section, 1, room.saturating_sub(used), &cost, false);
+    }
+    // Tier 2: shares of what is left, then what those leave, in order.
+    let rest = room.saturating_sub(used);
     let mut leftover = 0u64;
     for section in &mut sections {
-        let allowance = (room as f64 * section.share) as u64;
-        let used = take(section, allowance, &cost, false);
-        leftover += allowance.saturating_sub(used);
+        let allowance = (rest as f64 * section.share) as u64;
+        let spent = take(section, 2, allowance, &cost, false);
+        leftover += allowance.saturating_sub(spent);
     }
     for section in &mut sections {
-        let used = take(section, leftover, &cost, true);
-        leftover = leftover.saturating_sub(used);
+        let spent = take(section, 2, leftover, &cost, true);
+        leftover = leftover.saturating_sub(spent);
     }
 
     // Assemble, then trim until the exact count fits.
@@ -140,12 +169,18 @@ pub fn bound(state: &WorkingState, coverage: Seq, cap: u64, counter: &dyn TokenC
     }
 }
 
-/// Keeps the section's next candidates, in rank order, while they fit in `allowance`; returns
-/// the tokens used. With `more`, continues after what pass 1 kept.
-fn take(section: &mut Section, allowance: u64, cost: &dyn Fn(&Claim) -> u64, more: bool) -> u64 {
+/// Keeps the section's candidates of `tier`, in rank order, while they fit in `allowance`;
+/// returns the tokens used. With `more`, looks again at what an earlier pass left out.
+fn take(
+    section: &mut Section,
+    tier: u8,
+    allowance: u64,
+    cost: &dyn Fn(&Claim) -> u64,
+    more: bool,
+) -> u64 {
     let mut used = 0;
     for &i in &section.rank {
-        if section.kept[i] == Some(true) {
+        if section.tier[i] != tier || section.kept[i] == Some(true) {
             continue;
         }
         if !more && section.kept[i] == Some(false) {
@@ -172,25 +207,27 @@ fn take(section: &mut Section, allowance: u64, cost: &dyn Fn(&Claim) -> u64, mor
     used
 }
 
-/// Leaves out the lowest-ranked kept claim of the lowest-priority section that has one;
+/// Leaves out the lowest-ranked kept claim: tier 2 before tier 1, the last section first;
 /// `false` when nothing is left to leave out.
 fn drop_last(sections: &mut [Section]) -> bool {
-    for section in sections.iter_mut().rev() {
-        if let Some(&i) = section
-            .rank
-            .iter()
-            .rev()
-            .find(|&&i| section.kept[i] == Some(true))
-        {
-            section.kept[i] = Some(false);
-            return true;
+    for tier in [2, 1] {
+        for section in sections.iter_mut().rev() {
+            if let Some(&i) = section
+                .rank
+                .iter()
+                .rev()
+                .find(|&&i| section.tier[i] == tier && section.kept[i] == Some(true))
+            {
+                section.kept[i] = Some(false);
+                return true;
+            }
         }
     }
     false
 }
 
-/// The claims to install: the fixed ones and every kept one, in render order, and one note per
-/// section with something left out.
+/// The claims to install: the fixed ones and every kept one, in render order, and one note
+/// counting what each section left out.
 fn assemble(state: &WorkingState, fixed: &[Claim], sections: &[Section]) -> Vec<Claim> {
     let mut claims: Vec<Claim> = fixed.to_vec();
     let instructions: Vec<&str> = sections
@@ -204,50 +241,61 @@ fn assemble(state: &WorkingState, fixed: &[Claim], sections: &[Section]) -> Vec<
                 .map(|(c, _)| c.text.as_str())
         })
         .collect();
-    let mut notes: Vec<Claim> = Vec::new();
-    let mut last_seq = Seq::ZERO;
+    let mut left: Vec<(ClaimKind, u64)> = state.evicted.iter().map(|(k, n)| (*k, *n)).collect();
+    let mut newest = Seq::ZERO;
     for section in sections {
-        let mut left_out = *state.evicted.get(&section.kind).unwrap_or(&0);
+        let mut left_out = 0;
         for (claim, kept) in section.claims.iter().zip(&section.kept) {
-            last_seq = last_seq.max(claim.source_seq);
             // A constraint an instruction shown already holds word for word is not repeated.
             let shown = section.kind == ClaimKind::Constraint
                 && instructions.iter().any(|i| i.contains(&claim.text));
             match kept {
                 Some(true) if !shown => claims.push(claim.clone()),
                 Some(true) => {}
-                _ => left_out += 1,
+                _ => {
+                    left_out += 1;
+                    newest = newest.max(claim.source_seq);
+                }
             }
         }
         if left_out > 0 {
-            let seq = section
-                .claims
-                .iter()
-                .map(|c| c.source_seq)
-                .max()
-                .or_else(|| claims.iter().map(|c| c.source_seq).max())
-                .unwrap_or(Seq(1))
-                .max(Seq(1));
-            notes.push(
-                Claim::new(
-                    ClaimKind::Note,
-                    format!(
-                        "+{left_out} more {} not shown: recall their seqs, or search with recall --grep",
-                        label(section.kind)
-                    ),
-                    seq,
-                )
-                .with_subject(format!("{EVICTED_SUBJECT}{}", section.kind.as_str())),
-            );
+            match left.iter_mut().find(|(k, _)| *k == section.kind) {
+                Some((_, n)) => *n += left_out,
+                None => left.push((section.kind, left_out)),
+            }
         }
     }
-    claims.extend(notes);
+    left.retain(|(_, n)| *n > 0);
+    if !left.is_empty() {
+        left.sort_by_key(|(k, _)| ClaimKind::ALL.iter().position(|x| x == k));
+        let counts: Vec<String> = left
+            .iter()
+            .map(|(k, n)| format!("+{n} {}", label(*k)))
+            .collect();
+        let seq = if newest == Seq::ZERO {
+            claims.iter().map(|c| c.source_seq).max().unwrap_or(Seq(1))
+        } else {
+            newest
+        };
+        claims.push(
+            Claim::new(
+                ClaimKind::Note,
+                format!(
+                    "not shown (recall their seqs, or search with recall --grep): {}",
+                    counts.join(", ")
+                ),
+                seq.max(Seq(1)),
+            )
+            .with_subject(EVICTED_SUBJECT.trim_end_matches(':')),
+        );
+    }
     // Render order: by kind, keeping each section's own order.
     claims.sort_by_key(|c| ClaimKind::ALL.iter().position(|k| *k == c.kind));
     claims
 }
 
-fn label(kind: ClaimKind) -> &'static str {
+/// The word the eviction note counts a kind's items with.
+pub(crate) fn label(kind: ClaimKind) -> &'static str {
     match kind {
         ClaimKind::Instruction => "instructions",
         ClaimKind::Constraint => "constraints",
@@ -265,34 +313,48 @@ fn label(kind: ClaimKind) -> &'static str {
         ClaimKind::Pending => "pending operations",
         ClaimKind::Artifact => "artifacts",
         ClaimKind::Note => "notes",
-        ClaimKind::Goal | ClaimKind::NextStep => "items",
+        ClaimKind::Goal => "current tasks",
+        ClaimKind::NextStep => "next steps",
     }
 }
 
-/// Every section's candidates, in priority order.
+/// Every section's candidates, in priority order (tier 1's order first).
 fn sections(state: &WorkingState) -> Vec<Section> {
     let mut out = Vec::new();
 
-    let mut instructions = Section::newest_first(ClaimKind::Instruction, 0.28, &state.instructions);
-    for (i, claim) in instructions.claims.iter().enumerate() {
-        if claim.text.chars().count() > 300 {
-            let short = format!(
-                "{} [shortened: recall seq {}]",
-                outcome::clip(&claim.text, 300),
-                claim.source_seq
-            );
-            instructions.short[i] = Some(Claim::new(ClaimKind::Instruction, short, claim.source_seq));
-        }
-    }
-    out.push(instructions);
+    out.push(
+        Section::newest_first(ClaimKind::Instruction, 1, 0.0, &state.instructions)
+            .shortened(300, "shortened"),
+    );
 
-    out.push(Section::newest_first(ClaimKind::Command, 0.12, &state.commands));
-
-    // Problems: in seq order, newest first; unresolved ranked first.
-    let problems: Vec<Claim> = state
-        .problems
+    // The plan, in its own order: in progress and pending are tier 1, completed tier 2.
+    let tasks: Vec<Claim> = state
+        .tasks
         .iter()
-        .rev()
+        .map(|t| Claim::new(ClaimKind::Task, t.text.clone(), t.seq).with_status(t.status))
+        .collect();
+    let tiers: Vec<u8> = tasks
+        .iter()
+        .map(|t| if t.status == Some(Status::Completed) { 2 } else { 1 })
+        .collect();
+    let mut rank: Vec<usize> = (0..tasks.len()).collect();
+    rank.sort_by_key(|&i| match tasks[i].status {
+        Some(Status::InProgress) => 0,
+        Some(Status::Pending) => 1,
+        _ => 2,
+    });
+    out.push(Section::new(ClaimKind::Task, 0.06, tasks, tiers, rank));
+
+    // Problems, unresolved first, each newest first.
+    let mut problems: Vec<&super::Problem> = state.problems.iter().collect();
+    problems.sort_by(|a, b| {
+        a.resolved
+            .is_some()
+            .cmp(&b.resolved.is_some())
+            .then(b.seq.cmp(&a.seq))
+    });
+    let claims: Vec<Claim> = problems
+        .iter()
         .map(|p| {
             let status = if p.resolved.is_some() {
                 Status::Resolved
@@ -304,24 +366,23 @@ fn sections(state: &WorkingState) -> Vec<Section> {
                 .with_subject(p.check.clone())
         })
         .collect();
-    let mut rank: Vec<usize> = (0..problems.len()).collect();
-    rank.sort_by_key(|&i| problems[i].status == Some(Status::Resolved));
-    let problems = Section::new(ClaimKind::Problem, 0.12, problems, rank);
-    // Display unresolved first too.
-    out.push(display_by_rank(problems));
+    let tiers = problems
+        .iter()
+        .map(|p| if p.resolved.is_some() { 2 } else { 1 })
+        .collect();
+    let rank = (0..claims.len()).collect();
+    out.push(Section::new(ClaimKind::Problem, 0.10, claims, tiers, rank).shortened(400, "shortened"));
 
-    // Files: written ones newest first, then read ones most touched first.
+    // Files: written ones newest first (tier 1), then read ones most touched first (tier 2).
     let mut files: Vec<&super::File> = state.files.iter().collect();
+    let written = |f: &super::File| f.role != Status::Read;
     files.sort_by(|a, b| {
-        let written = |f: &super::File| f.role != Status::Read;
-        written(b)
-            .cmp(&written(a))
-            .then_with(|| match written(a) {
-                true => b.seq.cmp(&a.seq),
-                false => b.touches.cmp(&a.touches).then(b.seq.cmp(&a.seq)),
-            })
+        written(b).cmp(&written(a)).then_with(|| match written(a) {
+            true => b.seq.cmp(&a.seq),
+            false => b.touches.cmp(&a.touches).then(b.seq.cmp(&a.seq)),
+        })
     });
-    let file_claims: Vec<Claim> = files
+    let claims: Vec<Claim> = files
         .iter()
         .map(|f| {
             let text = match &f.intent {
@@ -333,42 +394,26 @@ fn sections(state: &WorkingState) -> Vec<Section> {
                 .with_subject(f.path.clone())
         })
         .collect();
-    let rank = (0..file_claims.len()).collect();
-    out.push(Section::new(ClaimKind::File, 0.12, file_claims, rank));
-
-    // The plan, in its own order; kept in progress, pending, completed.
-    let tasks: Vec<Claim> = state
-        .tasks
-        .iter()
-        .map(|t| Claim::new(ClaimKind::Task, t.text.clone(), t.seq).with_status(t.status))
-        .collect();
-    let mut rank: Vec<usize> = (0..tasks.len()).collect();
-    rank.sort_by_key(|&i| match tasks[i].status {
-        Some(Status::InProgress) => 0,
-        Some(Status::Pending) => 1,
-        _ => 2,
-    });
-    out.push(Section::new(ClaimKind::Task, 0.10, tasks, rank));
-
-    out.push(Section::newest_first(ClaimKind::Verified, 0.04, &state.verified));
-    out.push(Section::newest_first(ClaimKind::Repo, 0.03, &state.repo));
-    out.push(Section::newest_first(ClaimKind::Constraint, 0.06, &state.constraints));
-    out.push(Section::newest_first(ClaimKind::Reported, 0.03, &state.reported));
-    out.push(Section::newest_first(ClaimKind::FailedApproach, 0.02, &state.failed));
-    out.push(Section::newest_first(ClaimKind::Rejected, 0.02, &state.rejected));
-    out.push(Section::newest_first(ClaimKind::Lesson, 0.02, &state.lessons));
-    out.push(Section::newest_first(ClaimKind::Hypothesis, 0.01, &state.hypotheses));
-    out.push(Section::newest_first(ClaimKind::Pending, 0.01, &state.pending));
-    out.push(Section::newest_first(ClaimKind::Artifact, 0.005, &state.artifacts));
-    out.push(Section::newest_first(ClaimKind::Note, 0.005, &state.notes));
-    out
-}
-
-/// The section with its claims displayed in rank order.
-fn display_by_rank(section: Section) -> Section {
-    let claims: Vec<Claim> = section.rank.iter().map(|&i| section.claims[i].clone()).collect();
+    let tiers = files.iter().map(|f| if written(f) { 1 } else { 2 }).collect();
     let rank = (0..claims.len()).collect();
-    Section::new(section.kind, section.share, claims, rank)
+    out.push(Section::new(ClaimKind::File, 0.15, claims, tiers, rank));
+
+    out.push(
+        Section::newest_first(ClaimKind::Command, 2, 0.30, &state.commands)
+            .shortened(400, "shortened"),
+    );
+    out.push(Section::newest_first(ClaimKind::Constraint, 2, 0.10, &state.constraints));
+    out.push(Section::newest_first(ClaimKind::Verified, 2, 0.08, &state.verified));
+    out.push(Section::newest_first(ClaimKind::Repo, 2, 0.06, &state.repo));
+    out.push(Section::newest_first(ClaimKind::Reported, 2, 0.05, &state.reported));
+    out.push(Section::newest_first(ClaimKind::FailedApproach, 2, 0.02, &state.failed));
+    out.push(Section::newest_first(ClaimKind::Rejected, 2, 0.02, &state.rejected));
+    out.push(Section::newest_first(ClaimKind::Lesson, 2, 0.02, &state.lessons));
+    out.push(Section::newest_first(ClaimKind::Hypothesis, 2, 0.01, &state.hypotheses));
+    out.push(Section::newest_first(ClaimKind::Pending, 2, 0.01, &state.pending));
+    out.push(Section::newest_first(ClaimKind::Artifact, 2, 0.01, &state.artifacts));
+    out.push(Section::newest_first(ClaimKind::Note, 2, 0.01, &state.notes));
+    out
 }
 
 #[cfg(test)]
@@ -391,7 +436,7 @@ mod tests {
             state.commands.push(item(&format!("cargo test -p crate-{i} -- --nocapture"), i));
             state.files.push(super::super::File {
                 path: format!("/repo/src/module_{i}.rs"),
-                role: if i % 3 == 0 { Status::Modified } else { Status::Read },
+                role: if i % 30 == 0 { Status::Modified } else { Status::Read },
                 seq: Seq(i),
                 touches: 1,
                 intent: None,
@@ -403,8 +448,8 @@ mod tests {
         assert!(bounded.evicted > 400, "{}", bounded.evicted);
         let text = render_state(Seq(300), &bounded.claims);
         assert!(text.contains("fix the flaky test, and do not commit"), "{text}");
-        assert!(text.contains("more files not shown"), "{text}");
-        assert!(text.contains("more commands not shown"), "{text}");
+        assert!(text.contains("not shown"), "{text}");
+        assert!(text.contains("files"), "{text}");
         // Modified files before read ones; the newest command first.
         let files: Vec<&Claim> = bounded.claims.iter().filter(|c| c.kind == ClaimKind::File).collect();
         assert_eq!(files[0].status, Some(Status::Modified));
@@ -428,9 +473,9 @@ mod tests {
         let note = second
             .claims
             .iter()
-            .find(|c| c.subject.as_deref() == Some("evicted:command"))
+            .find(|c| c.subject.as_deref() == Some("evicted"))
             .expect("a note");
-        assert!(note.text.starts_with(&format!("+{left} more commands")), "{}", note.text);
+        assert!(note.text.ends_with(&format!(": +{left} commands")), "{}", note.text);
     }
 
     #[test]

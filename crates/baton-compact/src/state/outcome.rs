@@ -21,39 +21,60 @@ const EXPLORATION: &[&str] = &[
     "ls", "find", "grep", "rg", "cat", "head", "tail", "stat", "which", "test", "wc", "file",
 ];
 
-/// The exit code `output` reports, if it reports one.
+/// The exit code `output` reports, if it reports one: a status line among its first five and
+/// last three lines (`Exit code N`, `Exit code: N`, `Process exited with code N`, `… exited with
+/// code N`, `… exit status N`, `[… exit code N …]`), or the `exit_code` of an output that is a
+/// JSON object. Status lines are looked for only at the ends, so documentation that mentions
+/// "exit code 2" in the middle of a fetched page is no failure.
 pub(crate) fn exit_code(output: &str) -> Option<i64> {
-    for line in output.lines().take(400) {
-        let l = line
-            .trim()
-            .trim_start_matches(['[', '(', '<', '{', '"'])
-            .to_ascii_lowercase();
-        let after = [
-            "exit code",
-            "exit status",
-            "exited with code",
-            "process exited with code",
-            "exit_code",
-            "exitcode",
-        ]
+    let trimmed = output.trim_start();
+    if trimmed.starts_with('{')
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
+        && let Some(code) = value
+            .get("exit_code")
+            .or_else(|| value.get("metadata").and_then(|m| m.get("exit_code")))
+            .and_then(serde_json::Value::as_i64)
+    {
+        return Some(code);
+    }
+    let lines: Vec<&str> = output.lines().collect();
+    let head = 5.min(lines.len());
+    let tail = lines.len().saturating_sub(3).max(head);
+    lines[..head]
         .iter()
-        .find_map(|m| l.strip_prefix(m))
-        .or_else(|| {
-            l.find("executed with exit code")
-                .map(|i| &l[i + "executed with exit code".len()..])
-        })
-        .or_else(|| l.find("\"exit_code\"").map(|i| &l[i + "\"exit_code\"".len()..]));
-        let Some(rest) = after else { continue };
-        let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ':' | '=' | '"'));
+        .chain(&lines[tail..])
+        .find_map(|line| line_exit_code(line.trim()))
+}
+
+/// The exit code one status line reports.
+fn line_exit_code(line: &str) -> Option<i64> {
+    let number = |rest: &str| -> Option<i64> {
+        let rest = rest.trim_start().trim_start_matches([':', '=']).trim_start();
         let negative = rest.starts_with('-');
         let digits: String = rest
             .trim_start_matches('-')
             .chars()
             .take_while(char::is_ascii_digit)
             .collect();
-        if let Ok(code) = digits.parse::<i64>() {
-            return Some(if negative { -code } else { code });
+        let after = rest.trim_start_matches('-')[digits.len()..].trim();
+        if !after.is_empty() && !matches!(after, "." | "]" | ".]" | ")" | ",") {
+            return None;
         }
+        let code: i64 = digits.parse().ok()?;
+        Some(if negative { -code } else { code })
+    };
+    let lower = line.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("exit code") {
+        return number(rest);
+    }
+    for marker in ["exited with code", "exit status", "exit_code"] {
+        if let Some(at) = lower.find(marker) {
+            return number(&lower[at + marker.len()..]);
+        }
+    }
+    if line.starts_with('[') && line.ends_with(']') {
+        let at = lower.find("exit code")?;
+        return number(&lower[at + "exit code".len()..]);
     }
     None
 }
@@ -185,6 +206,8 @@ mod tests {
         assert_eq!(exit_code("Exit code 1\nboom"), Some(1));
         assert_eq!(exit_code("Process exited with code 2"), Some(2));
         assert_eq!(exit_code("{\"exit_code\": 0, \"output\": \"\"}"), Some(0));
+        assert_eq!(exit_code("done (warnings were emitted)\nHalting VM with exit status 2"), Some(2));
+        assert_eq!(exit_code("a\nb\nc\nd\ne\nsee exit status 2 in the docs\nf\ng\nh"), None);
         assert_eq!(exit_code("Exit code: 127"), Some(127));
         assert_eq!(exit_code("the exit code is documented"), None);
         assert_eq!(exit_code("exit status 3"), Some(3));

@@ -55,3 +55,15 @@ fn named_files_are_path_and_file_name_tokens() {
     assert!(names_file("main.rs", "/repo/src/main.rs"));
     assert!(!names_file("ain.rs", "/repo/src/main.rs"));
 }
+
+#[test]
+fn a_compiler_location_with_a_message_names_its_file() {
+    assert_eq!(
+        named_files("lib/spotter_web/controllers/otel_trace_helpers.ex:94:7:pattern_match_cov"),
+        ["lib/spotter_web/controllers/otel_trace_helpers.ex"]
+    );
+    assert!(names_file(
+        "lib/a/b.ex",
+        "/home/u/project/lib/a/b.ex"
+    ));
+}
