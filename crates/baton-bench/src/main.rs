@@ -109,6 +109,7 @@ use tokio::runtime::Runtime;
 
 mod cache;
 mod compaction;
+mod continuity;
 mod gateway;
 mod import;
 mod ledger;
@@ -175,7 +176,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
                 parsed.only = Some(match section.as_str() {
                     "pg_ledger" => "pg_ledger",
                     "gateway" => "gateway",
-                    _ => return Err(format!("--only {section:?}: expected pg_ledger or gateway")),
+                    "continuity" => "continuity",
+                    _ => {
+                        return Err(format!(
+                            "--only {section:?}: expected pg_ledger, gateway or continuity"
+                        ));
+                    }
                 });
             }
             "--json" => parsed.json = true,
@@ -409,6 +415,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
     match args.only {
         Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
         Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
+        Some("continuity") => {
+            continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?
+        }
         _ => {}
     }
     if args.only.is_some() {
@@ -421,6 +430,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     tokens::section(args.quick, &mut report, &mut out)?;
     compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;

@@ -318,10 +318,8 @@ fn replay_one(
 pub(crate) fn independent_probes() -> baton_compact::replay::Probe {
     Arc::new(|history, cut, context| {
         let found = baton_probes::probe(history, cut, &context.text());
-        if std::env::var("DUMP_MISSES").is_ok() {
-            for m in &found.misses {
-                tracing::warn!("MISS cut {cut} {:?} @{} {}", m.kind, m.seq, m.key);
-            }
+        for m in &found.misses {
+            tracing::debug!(cut = %cut, kind = m.kind.as_str(), seq = %m.seq, key = %m.key, "probe miss");
         }
         let share = |s: baton_probes::Share| Share {
             kept: u32::try_from(s.kept).unwrap_or(u32::MAX),

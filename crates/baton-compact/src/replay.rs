@@ -373,11 +373,6 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
                         }
                         if config.probes && c.cut.is_some() {
                             let context = context_of(&memory, entries, None);
-                            if std::env::var("DUMP_STATE").is_ok() {
-                                if let Some(s) = &context.summary {
-                                    tracing::warn!("STATE\n{}", baton_core::context::render_state(s.coverage, &s.claims));
-                                }
-                            }
                             probe_into(&mut report, config, &entries[..i], &memory, &context);
                         }
                     }

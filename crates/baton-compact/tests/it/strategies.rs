@@ -479,3 +479,53 @@ fn the_extractor_keeps_what_a_person_would_list() {
         texts.join("\n")
     );
 }
+
+/// Issue 15, item 5: every strategy setting defaults field by field, so a table with one field
+/// loads; a table named after no strategy, or a field a strategy does not have, is refused
+/// naming it.
+#[test]
+fn every_setting_defaults_field_by_field() {
+    let config: CompactionConfig =
+        toml::from_str("strategy = \"structured\"\n[structured]\nthreshold = 16000\n").unwrap();
+    let structured: Structured = config.table("structured").unwrap();
+    assert_eq!(structured.threshold, 16_000);
+    assert_eq!(structured.keep_recent, Structured::default().keep_recent);
+    assert_eq!(config.build().unwrap().limit(), Some(16_000));
+    for (table, field) in [
+        ("sliding", "keep_last = 3"),
+        ("budget", "target_tokens = 100"),
+        ("clear-tool-results", "min_tokens = 10"),
+        ("summarize", "keep_tokens = 5"),
+        ("structured", "keep_recent = 2"),
+    ] {
+        let text = format!("strategy = \"{table}\"\n[\"{table}\"]\n{field}\n");
+        let config: CompactionConfig = toml::from_str(&text).unwrap();
+        config.build().unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+    let err = toml::from_str::<CompactionConfig>("strategy = \"none\"\n[slidng]\nkeep_last = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown key compaction.slidng"), "{err}");
+    let err = toml::from_str::<CompactionConfig>("strategy = \"sliding\"\n[sliding]\nkeep = 3\n")
+        .unwrap()
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("compaction.sliding: unknown field `keep`"), "{err}");
+    let err = toml::from_str::<CompactionConfig>("strategy = \"sliding\"\n[sliding]\nkeep_last = 0\n")
+        .unwrap()
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "compaction.sliding.keep_last = 0: expected 1 or more");
+}
+
+/// The registry is the one list of strategies: every name builds, and builds that strategy.
+#[test]
+fn the_registry_builds_every_strategy_by_its_name() {
+    for registered in baton_compact::strategies::REGISTRY {
+        let strategy = CompactionConfig::named(registered.name).build().unwrap();
+        assert_eq!(strategy.name(), registered.name);
+        assert!(!registered.about.is_empty());
+    }
+}

@@ -31,7 +31,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// would overflow the loop guard's arithmetic.
 pub const MAX_MIN_GROWTH: f64 = 1000.0;
 
-/// A compaction strategy (`baton_compact::config::STRATEGIES`).
+/// A compaction strategy (`baton_compact::strategies::REGISTRY`; a test holds this enum to it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
 pub enum StrategyName {
     /// Never compacts (the baseline).
@@ -57,6 +57,16 @@ pub enum StrategyName {
 }
 
 impl StrategyName {
+    /// Every strategy, in the registry's order.
+    pub const ALL: [StrategyName; 6] = [
+        StrategyName::None,
+        StrategyName::Sliding,
+        StrategyName::Budget,
+        StrategyName::ClearToolResults,
+        StrategyName::Summarize,
+        StrategyName::Structured,
+    ];
+
     /// The name the configuration uses.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -389,4 +399,23 @@ async fn compact(
         Outcome::Conflict(why) => return Err(rejected(why)),
     };
     Ok(ApiJson(report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StrategyName;
+
+    /// Issue 15, item 5: the API's strategies are the registry's, in its order, each
+    /// deserializing from its name (a strategy added to the registry fails this until the API
+    /// knows it).
+    #[test]
+    fn the_api_enum_is_the_registry() {
+        let registry = baton_compact::strategies::names();
+        let ours: Vec<&str> = StrategyName::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(ours, registry);
+        for (name, variant) in registry.iter().zip(StrategyName::ALL) {
+            let parsed: StrategyName = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(parsed, variant);
+        }
+    }
 }
