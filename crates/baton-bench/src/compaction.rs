@@ -336,7 +336,14 @@ fn replay_bar(ctx: &Ctx<'_>, report: &mut Report, out: &mut impl Write) -> anyho
     let import_ms = ms(start.elapsed());
     let mut reports = Vec::new();
     for name in sizes.replayed {
-        reports.push(replay_as_cli(&run, &entries, name, BUDGET, claude_counter(), Vec::new())?);
+        reports.push(replay_as_cli(
+            &run,
+            &entries,
+            name,
+            BUDGET,
+            claude_counter(),
+            Vec::new(),
+        )?);
     }
     let find = |name: &str| reports.iter().find(|r| r.strategy == name);
     let (Some(none), Some(budget), Some(structured)) =
@@ -524,7 +531,14 @@ fn corpus_replay(
     let (mut with_constraints, mut compacted) = (0usize, 0usize);
     for (run, entries, fixed) in &histories {
         let _ = fixed;
-        let r = replay_as_cli(run, entries, "structured", BUDGET, claude_counter(), Vec::new())?;
+        let r = replay_as_cli(
+            run,
+            entries,
+            "structured",
+            BUDGET,
+            claude_counter(),
+            Vec::new(),
+        )?;
         constraints += r.probes.constraints;
         paths += r.retention.paths;
         commands += r.retention.commands;

@@ -111,7 +111,10 @@ pub(crate) fn section(
         "\n[13] continuity: the working state against independent probes on every Claude Code and Codex session of 100+ messages, the marathon, and Claude Code's own summaries"
     )?;
     let Ok(corpus) = std::fs::canonicalize(CORPUS) else {
-        writeln!(out, "    continuity: skipped (corpus not found at {CORPUS})")?;
+        writeln!(
+            out,
+            "    continuity: skipped (corpus not found at {CORPUS})"
+        )?;
         return Ok(());
     };
     let store = {
@@ -145,7 +148,8 @@ fn import_all(
     on_worker(rt, async move {
         let mut runs = Vec::new();
         for file in &files {
-            let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes =
+                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
             let Some(format) = baton_import::detect(&bytes) else {
                 continue;
             };
@@ -342,11 +346,19 @@ fn long_sessions(
         ("continuity_instructions", "instructions", instructions, 1.0),
         ("continuity_plan_items", "in-progress plan items", plan, 1.0),
         ("continuity_modified_files", "modified files", files, 0.95),
-        ("continuity_unresolved_problems", "unresolved problems", problems, 1.0),
+        (
+            "continuity_unresolved_problems",
+            "unresolved problems",
+            problems,
+            1.0,
+        ),
     ] {
         report.figure(
             key,
-            format!("13a structured probes: {what} {}/{}", share.kept, share.total),
+            format!(
+                "13a structured probes: {what} {}/{}",
+                share.kept, share.total
+            ),
             ratio(share),
             Unit::Ratio,
             (share.total > 0).then_some(Target::AtLeast(bound)),
@@ -373,7 +385,10 @@ fn marathon(
         .map(|r| {
             r.entries
                 .iter()
-                .map(|e| NewEntry { message: e.message.clone(), tokens: e.tokens })
+                .map(|e| NewEntry {
+                    message: e.message.clone(),
+                    tokens: e.tokens,
+                })
                 .collect()
         })
         .collect();
@@ -454,7 +469,10 @@ fn marathon(
             );
             report.figure(
                 "marathon_state_peak",
-                format!("13b marathon structured: largest state (cap {})", r.state_cap),
+                format!(
+                    "13b marathon structured: largest state (cap {})",
+                    r.state_cap
+                ),
                 r.peak_state_tokens as f64,
                 Unit::Count("tokens"),
                 Some(Target::AtMost(r.state_cap as f64)),
@@ -474,7 +492,9 @@ fn marathon(
             "compactions": r.compactions, "refused": r.refused, "refused_no_room": r.refused_no_room,
         }));
     }
-    Ok(json!({ "runs": names, "messages": entries.len(), "tokens": tokens, "strategies": out_json }))
+    Ok(
+        json!({ "runs": names, "messages": entries.len(), "tokens": tokens, "strategies": out_json }),
+    )
 }
 
 /// (c): at Claude Code's own compaction seqs, its summary against our working state.
@@ -557,11 +577,19 @@ fn beside_claude_code(
     for (key, what, s, bound) in [
         ("beside_cc_paths", "paths named", paths, 0.95),
         ("beside_cc_commands", "commands exact", commands, 0.90),
-        ("beside_cc_user_messages", "user messages verbatim", users, 1.0),
+        (
+            "beside_cc_user_messages",
+            "user messages verbatim",
+            users,
+            1.0,
+        ),
     ] {
         report.figure(
             key,
-            format!("13c ours at Claude Code's seqs: {what} {}/{}", s.kept, s.total),
+            format!(
+                "13c ours at Claude Code's seqs: {what} {}/{}",
+                s.kept, s.total
+            ),
             ratio(s),
             Unit::Ratio,
             (s.total > 0).then_some(Target::AtLeast(bound)),

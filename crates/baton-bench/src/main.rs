@@ -1397,12 +1397,24 @@ impl Fill {
 /// A few claims citing seqs at or before `cut`.
 fn claims(cut: Seq) -> Vec<Claim> {
     vec![
-        Claim::new(ClaimKind::Goal, "make the test suite pass without touching the public API", Seq(1)),
-        Claim::new(ClaimKind::Verified, format!(
+        Claim::new(
+            ClaimKind::Goal,
+            "make the test suite pass without touching the public API",
+            Seq(1),
+        ),
+        Claim::new(
+            ClaimKind::Verified,
+            format!(
                 "the parser error reproduces as of seq {}",
                 cut.0.saturating_sub(3).max(1)
-            ), Seq(cut.0.saturating_sub(3).max(1))),
-        Claim::new(ClaimKind::NextStep, "rerun the suite with the lexer fix", cut),
+            ),
+            Seq(cut.0.saturating_sub(3).max(1)),
+        ),
+        Claim::new(
+            ClaimKind::NextStep,
+            "rerun the suite with the lexer fix",
+            cut,
+        ),
     ]
 }
 

@@ -14,11 +14,12 @@ use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
 use baton_core::{Entry, RunId, Seq};
 use baton_runtime::{Compactor, Outcome};
+use baton_view::GrowthReport;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::args::{CompactArgs, GrowthArgs, ReplayArgs, StrategyOpts};
-use crate::commands::{Env, print_json};
+use crate::env::{Env, print_json};
 use crate::exit::InvalidInput;
 
 /// A `--config` file: the `[compaction]` section and where prices come from.
@@ -133,7 +134,9 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
     let outcome = baton_runtime::compact(&*env.store, &env.tenant, &run, &compactor)
         .await
         .map_err(|e| match e {
-            needs @ baton_runtime::Error::NeedsModel { .. } => InvalidInput(needs.to_string()).into(),
+            needs @ baton_runtime::Error::NeedsModel { .. } => {
+                InvalidInput(needs.to_string()).into()
+            }
             other => anyhow::Error::new(other),
         })?;
     let name = strategy.name();
@@ -329,7 +332,10 @@ pub(crate) fn independent_probes() -> baton_compact::replay::Probe {
             ("instructions".to_owned(), share(found.instructions)),
             ("plan_items".to_owned(), share(found.plan_items)),
             ("modified_files".to_owned(), share(found.modified_files)),
-            ("unresolved_problems".to_owned(), share(found.unresolved_problems)),
+            (
+                "unresolved_problems".to_owned(),
+                share(found.unresolved_problems),
+            ),
         ]
     })
 }
@@ -480,7 +486,10 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
             probe("plan_items"),
             probe("modified_files"),
             probe("unresolved_problems"),
-            format!("{}/{}", r.probes.constraints.kept, r.probes.constraints.total),
+            format!(
+                "{}/{}",
+                r.probes.constraints.kept, r.probes.constraints.total
+            ),
             share_pct(&r.retention.commands),
         )?;
     }
@@ -528,7 +537,7 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
             .with_context(|| format!("--svg: writing {}", path.display()))?;
     }
     if env.json {
-        return print_json(out, &serde_json::to_value(&growth)?);
+        return print_json(out, &GrowthReport::of(&run, &growth));
     }
     writeln!(
         out,

@@ -86,7 +86,8 @@ impl<'de> Deserialize<'de> for CompactionConfig {
         let raw = Raw::deserialize(d)?;
         for key in raw.tables.keys() {
             if !REGISTRY.iter().any(|r| r.name == key) {
-                let mut known: Vec<&str> = vec!["strategy", "log", "clear_layer", "state", "trigger"];
+                let mut known: Vec<&str> =
+                    vec!["strategy", "log", "clear_layer", "state", "trigger"];
                 known.extend(REGISTRY.iter().map(|r| r.name));
                 return Err(serde::de::Error::custom(format!(
                     "unknown key compaction.{key}: expected one of {}",
@@ -254,7 +255,11 @@ impl CompactionConfig {
         }
         let s = &self.settings.state;
         if !(s.share > 0.0 && s.share <= 1.0) {
-            return out("state.share", s.share.to_string(), "a share above 0, at most 1");
+            return out(
+                "state.share",
+                s.share.to_string(),
+                "a share above 0, at most 1",
+            );
         }
         if s.max_tokens == Some(0) {
             return out("state.max_tokens", "0".into(), "1 or more");

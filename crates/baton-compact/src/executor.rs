@@ -470,17 +470,16 @@ impl Execute for Executor<'_> {
                 state.observe(&old);
                 let state = state.with_model(&written.claims);
                 let bounded = crate::state::bound(&state, through, cap, self.counter);
-                (
-                    bounded.claims,
-                    written.input_tokens + written.output_tokens,
-                )
+                (bounded.claims, written.input_tokens + written.output_tokens)
             }
             _ => (Offline::state(&request).claims, 0),
         };
 
         // What the context holds after.
         let state_tokens = if matches!(plan, Plan::Drop { .. }) {
-            st.summary.as_ref().map_or(0, |s| measured_state(s, self.counter))
+            st.summary
+                .as_ref()
+                .map_or(0, |s| measured_state(s, self.counter))
         } else {
             u64::from(self.counter.count_text(&render_state(through, &claims)))
         };

@@ -58,8 +58,8 @@ use baton_core::tokens::{ByteEstimate, TokenCounter};
 pub use executor::{Execute, Executor, Outcome, Settings, Target};
 pub use logged::Logged;
 pub use plan::{Compaction, Keep, Plan, STUB_TOKENS};
-pub use strategy::{Strategy, StrategyFn, strategy_fn};
 pub use state::{Bounded, WorkingState};
+pub use strategy::{Strategy, StrategyFn, strategy_fn};
 pub use summarizer::{Offline, SummarizeError, Summarizer, SummaryRequest, Written};
 pub use view::HistoryView;
 

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::executor::{Execute, Executed, Outcome, Target};
 use crate::Compaction;
+use crate::executor::{Execute, Executed, Outcome, Target};
 
 /// An executor that logs what the executor inside it did, like tower's `Trace<S>` wraps a
 /// service: every compaction carried out is written as one JSON line to the file at `path`

@@ -214,7 +214,9 @@ struct Never;
 
 impl Memory<'_> {
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -274,7 +276,11 @@ impl Target for Memory<'_> {
         Ok(Applied::Done(Some(id)))
     }
 
-    async fn clear(&self, current: Option<Cleared>, new: Cleared) -> Result<Applied<Refusal>, Never> {
+    async fn clear(
+        &self,
+        current: Option<Cleared>,
+        new: Cleared,
+    ) -> Result<Applied<Refusal>, Never> {
         let mut held = self.held();
         if held.cleared != current {
             return Ok(Applied::Conflict(Refusal("stale cleared setting".into())));
@@ -392,7 +398,11 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
                 }
             }
             calls += 1;
-            let context = context_of(&memory, entries, config.budget.filter(|_| strategy.limit().is_some()));
+            let context = context_of(
+                &memory,
+                entries,
+                config.budget.filter(|_| strategy.limit().is_some()),
+            );
             let tokens = context.tokens;
             let state_tokens = context.summary.as_ref().map_or(0, |s| s.tokens);
             report.steps.push(Step {
@@ -419,7 +429,8 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
         let context = context_of(&memory, entries, None);
         probe_into(&mut report, config, entries, &memory, &context);
     }
-    report.reduction = 1.0 - report.total_input_tokens as f64 / report.total_full_tokens.max(1) as f64;
+    report.reduction =
+        1.0 - report.total_input_tokens as f64 / report.total_full_tokens.max(1) as f64;
     report.duration = started.elapsed();
     report
 }

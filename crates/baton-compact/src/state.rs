@@ -241,11 +241,7 @@ impl WorkingState {
     /// The current task: the plan's item in progress, else the newest instruction (named by
     /// its seq: the instructions section shows it whole), else what the base version said.
     pub(crate) fn current_task(&self) -> Option<Item> {
-        if let Some(task) = self
-            .tasks
-            .iter()
-            .find(|t| t.status == Status::InProgress)
-        {
+        if let Some(task) = self.tasks.iter().find(|t| t.status == Status::InProgress) {
             return Some(Item {
                 text: task.text.clone(),
                 seq: task.seq,

@@ -57,7 +57,9 @@ pub struct Registered {
 
 impl std::fmt::Debug for Registered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registered").field("name", &self.name).finish()
+        f.debug_struct("Registered")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -95,11 +97,13 @@ fn parse<S: Configured>(table: Value) -> Result<S, Error> {
         name: S::NAME,
         detail: e.to_string(),
     })?;
-    settings.check().map_err(|(field, value, expected)| Error::OutOfRange {
-        key: format!("{}.{field}", S::NAME),
-        value,
-        expected,
-    })?;
+    settings
+        .check()
+        .map_err(|(field, value, expected)| Error::OutOfRange {
+            key: format!("{}.{field}", S::NAME),
+            value,
+            expected,
+        })?;
     Ok(settings)
 }
 

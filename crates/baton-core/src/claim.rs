@@ -404,7 +404,9 @@ pub fn validate_claims(claims: &[Claim]) -> Result<(), InvalidCandidate> {
             return Err(InvalidCandidate::BadStatus {
                 index,
                 kind: claim.kind,
-                found: claim.status.map_or("none".to_owned(), |s| s.as_str().to_owned()),
+                found: claim
+                    .status
+                    .map_or("none".to_owned(), |s| s.as_str().to_owned()),
                 expected,
             });
         }

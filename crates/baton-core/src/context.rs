@@ -335,7 +335,9 @@ impl Context {
                 + sizes
                     .iter()
                     .zip(&self.messages)
-                    .map(|((tokens, chars), e)| clipped_tokens(*tokens, *chars, &e.message.content, cap))
+                    .map(|((tokens, chars), e)| {
+                        clipped_tokens(*tokens, *chars, &e.message.content, cap)
+                    })
                     .sum::<u64>()
         };
         let largest = self
@@ -366,7 +368,8 @@ impl Context {
         let cap = lo;
         for entry in &mut self.messages {
             let chars = clippable_chars(&entry.message.content);
-            let tokens = clipped_tokens(u64::from(entry.tokens), chars, &entry.message.content, cap);
+            let tokens =
+                clipped_tokens(u64::from(entry.tokens), chars, &entry.message.content, cap);
             if clip_blocks(&mut entry.message.content, cap, entry.seq) {
                 entry.tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
                 self.clipped.push(entry.seq);
@@ -438,7 +441,11 @@ fn clippable_chars(blocks: &[ContentBlock]) -> usize {
 
 /// Characters a string of `len` keeps when clipped to `cap` (the note included).
 fn kept_chars(len: usize, cap: usize) -> usize {
-    if len <= cap { len } else { cap + CLIP_NOTE_CHARS }
+    if len <= cap {
+        len
+    } else {
+        cap + CLIP_NOTE_CHARS
+    }
 }
 
 /// About how long the note that replaces a clipped middle is.
@@ -559,9 +566,8 @@ fn ceil_char(s: &str, mut i: usize) -> usize {
 /// The working state as the preamble renders it: one section per claim kind, in
 /// [`ClaimKind::ALL`] order, one line per claim with its status and the seq it rests on.
 pub fn render_state(coverage: Seq, claims: &[Claim]) -> String {
-    let mut text = format!(
-        "# Working state through seq {coverage} (recall any seq for the original)\n"
-    );
+    let mut text =
+        format!("# Working state through seq {coverage} (recall any seq for the original)\n");
     let mut current = None;
     for claim in claims {
         if current != Some(claim.kind) {
@@ -834,7 +840,12 @@ mod tests {
         assert_eq!(ctx.clipped.len(), 8);
         assert!(ctx.problems.is_empty());
         for (i, entry) in ctx.messages[1..9].iter().enumerate() {
-            let ContentBlock::ToolResult { tool_use_id, content, .. } = &entry.message.content[0] else {
+            let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } = &entry.message.content[0]
+            else {
                 panic!("still a tool result")
             };
             assert_eq!(tool_use_id, &format!("c{i}"));
@@ -859,7 +870,10 @@ mod tests {
         assert_eq!(over.budget, 1_000);
         assert!(over.preamble > 1_000, "{over:?}");
         assert!(over.newest < 400, "{over:?}");
-        assert!(over.to_string().contains("over its budget of 1000"), "{over}");
+        assert!(
+            over.to_string().contains("over its budget of 1000"),
+            "{over}"
+        );
         // A context that fits is left alone.
         let mut small = assemble(&bare_run(None), None, vec![entry(1, "hi")]);
         let before = small.clone();

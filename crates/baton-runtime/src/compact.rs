@@ -126,7 +126,11 @@ impl Target for StoreRun<'_> {
         })
     }
 
-    async fn read(&self, from: Seq, through: Option<Seq>) -> Result<Vec<Entry>, baton_store::Error> {
+    async fn read(
+        &self,
+        from: Seq,
+        through: Option<Seq>,
+    ) -> Result<Vec<Entry>, baton_store::Error> {
         self.store
             .read_range(self.tenant, self.run, from, through)
             .await

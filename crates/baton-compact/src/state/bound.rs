@@ -50,7 +50,13 @@ struct Section {
 }
 
 impl Section {
-    fn new(kind: ClaimKind, share: f64, claims: Vec<Claim>, tier: Vec<u8>, rank: Vec<usize>) -> Section {
+    fn new(
+        kind: ClaimKind,
+        share: f64,
+        claims: Vec<Claim>,
+        tier: Vec<u8>,
+        rank: Vec<usize>,
+    ) -> Section {
         let n = claims.len();
         Section {
             kind,
@@ -335,7 +341,13 @@ fn sections(state: &WorkingState) -> Vec<Section> {
         .collect();
     let tiers: Vec<u8> = tasks
         .iter()
-        .map(|t| if t.status == Some(Status::Completed) { 2 } else { 1 })
+        .map(|t| {
+            if t.status == Some(Status::Completed) {
+                2
+            } else {
+                1
+            }
+        })
         .collect();
     let mut rank: Vec<usize> = (0..tasks.len()).collect();
     rank.sort_by_key(|&i| match tasks[i].status {
@@ -371,7 +383,9 @@ fn sections(state: &WorkingState) -> Vec<Section> {
         .map(|p| if p.resolved.is_some() { 2 } else { 1 })
         .collect();
     let rank = (0..claims.len()).collect();
-    out.push(Section::new(ClaimKind::Problem, 0.10, claims, tiers, rank).shortened(400, "shortened"));
+    out.push(
+        Section::new(ClaimKind::Problem, 0.10, claims, tiers, rank).shortened(400, "shortened"),
+    );
 
     // Files: written ones newest first (tier 1), then read ones most touched first (tier 2).
     let mut files: Vec<&super::File> = state.files.iter().collect();
@@ -394,7 +408,10 @@ fn sections(state: &WorkingState) -> Vec<Section> {
                 .with_subject(f.path.clone())
         })
         .collect();
-    let tiers = files.iter().map(|f| if written(f) { 1 } else { 2 }).collect();
+    let tiers = files
+        .iter()
+        .map(|f| if written(f) { 1 } else { 2 })
+        .collect();
     let rank = (0..claims.len()).collect();
     out.push(Section::new(ClaimKind::File, 0.15, claims, tiers, rank));
 
@@ -402,17 +419,67 @@ fn sections(state: &WorkingState) -> Vec<Section> {
         Section::newest_first(ClaimKind::Command, 2, 0.30, &state.commands)
             .shortened(400, "shortened"),
     );
-    out.push(Section::newest_first(ClaimKind::Constraint, 2, 0.10, &state.constraints));
-    out.push(Section::newest_first(ClaimKind::Verified, 2, 0.08, &state.verified));
+    out.push(Section::newest_first(
+        ClaimKind::Constraint,
+        2,
+        0.10,
+        &state.constraints,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Verified,
+        2,
+        0.08,
+        &state.verified,
+    ));
     out.push(Section::newest_first(ClaimKind::Repo, 2, 0.06, &state.repo));
-    out.push(Section::newest_first(ClaimKind::Reported, 2, 0.05, &state.reported));
-    out.push(Section::newest_first(ClaimKind::FailedApproach, 2, 0.02, &state.failed));
-    out.push(Section::newest_first(ClaimKind::Rejected, 2, 0.02, &state.rejected));
-    out.push(Section::newest_first(ClaimKind::Lesson, 2, 0.02, &state.lessons));
-    out.push(Section::newest_first(ClaimKind::Hypothesis, 2, 0.01, &state.hypotheses));
-    out.push(Section::newest_first(ClaimKind::Pending, 2, 0.01, &state.pending));
-    out.push(Section::newest_first(ClaimKind::Artifact, 2, 0.01, &state.artifacts));
-    out.push(Section::newest_first(ClaimKind::Note, 2, 0.01, &state.notes));
+    out.push(Section::newest_first(
+        ClaimKind::Reported,
+        2,
+        0.05,
+        &state.reported,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::FailedApproach,
+        2,
+        0.02,
+        &state.failed,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Rejected,
+        2,
+        0.02,
+        &state.rejected,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Lesson,
+        2,
+        0.02,
+        &state.lessons,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Hypothesis,
+        2,
+        0.01,
+        &state.hypotheses,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Pending,
+        2,
+        0.01,
+        &state.pending,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Artifact,
+        2,
+        0.01,
+        &state.artifacts,
+    ));
+    out.push(Section::newest_first(
+        ClaimKind::Note,
+        2,
+        0.01,
+        &state.notes,
+    ));
     out
 }
 
@@ -433,28 +500,47 @@ mod tests {
     fn a_big_state_stays_under_its_cap_and_says_what_it_left_out() {
         let mut state = WorkingState::default();
         for i in 1..=300u64 {
-            state.commands.push(item(&format!("cargo test -p crate-{i} -- --nocapture"), i));
+            state
+                .commands
+                .push(item(&format!("cargo test -p crate-{i} -- --nocapture"), i));
             state.files.push(super::super::File {
                 path: format!("/repo/src/module_{i}.rs"),
-                role: if i % 30 == 0 { Status::Modified } else { Status::Read },
+                role: if i % 30 == 0 {
+                    Status::Modified
+                } else {
+                    Status::Read
+                },
                 seq: Seq(i),
                 touches: 1,
                 intent: None,
             });
         }
-        state.instructions.push(item("fix the flaky test, and do not commit", 2));
+        state
+            .instructions
+            .push(item("fix the flaky test, and do not commit", 2));
         let bounded = bound(&state, Seq(300), 1_000, &ByteEstimate);
         assert!(bounded.tokens <= 1_000, "{}", bounded.tokens);
         assert!(bounded.evicted > 400, "{}", bounded.evicted);
         let text = render_state(Seq(300), &bounded.claims);
-        assert!(text.contains("fix the flaky test, and do not commit"), "{text}");
+        assert!(
+            text.contains("fix the flaky test, and do not commit"),
+            "{text}"
+        );
         assert!(text.contains("not shown"), "{text}");
         assert!(text.contains("files"), "{text}");
         // Modified files before read ones; the newest command first.
-        let files: Vec<&Claim> = bounded.claims.iter().filter(|c| c.kind == ClaimKind::File).collect();
+        let files: Vec<&Claim> = bounded
+            .claims
+            .iter()
+            .filter(|c| c.kind == ClaimKind::File)
+            .collect();
         assert_eq!(files[0].status, Some(Status::Modified));
         assert_eq!(files[0].text, "/repo/src/module_300.rs");
-        let commands: Vec<&Claim> = bounded.claims.iter().filter(|c| c.kind == ClaimKind::Command).collect();
+        let commands: Vec<&Claim> = bounded
+            .claims
+            .iter()
+            .filter(|c| c.kind == ClaimKind::Command)
+            .collect();
         assert_eq!(commands[0].text, "cargo test -p crate-300 -- --nocapture");
         baton_core::claim::validate_sources(&bounded.claims, Seq(300), Seq(300)).unwrap();
     }
@@ -463,7 +549,9 @@ mod tests {
     fn eviction_counts_carry_over() {
         let mut state = WorkingState::default();
         for i in 1..=50u64 {
-            state.commands.push(item(&format!("echo {i} {}", "x".repeat(60)), i));
+            state
+                .commands
+                .push(item(&format!("echo {i} {}", "x".repeat(60)), i));
         }
         let first = bound(&state, Seq(50), 400, &ByteEstimate);
         let left: u64 = first.evicted;
@@ -475,7 +563,11 @@ mod tests {
             .iter()
             .find(|c| c.subject.as_deref() == Some("evicted"))
             .expect("a note");
-        assert!(note.text.ends_with(&format!(": +{left} commands")), "{}", note.text);
+        assert!(
+            note.text.ends_with(&format!(": +{left} commands")),
+            "{}",
+            note.text
+        );
     }
 
     #[test]

@@ -201,7 +201,8 @@ impl WorkingState {
             files.dedup();
             let shown = check.lines().next().unwrap_or_default();
             let text = format!("`{}`: {why}", outcome::clip(shown, 200));
-            self.problems.retain(|p| !(p.check == check && p.resolved.is_none()));
+            self.problems
+                .retain(|p| !(p.check == check && p.resolved.is_none()));
             self.problems.push(Problem {
                 check,
                 text,
@@ -377,9 +378,15 @@ impl FileUse {
 fn file_uses(name: &str, input: &Value) -> Vec<FileUse> {
     let str_of = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
     let path = || {
-        ["file_path", "path", "notebook_path", "target_file", "filename"]
-            .iter()
-            .find_map(|k| str_of(k))
+        [
+            "file_path",
+            "path",
+            "notebook_path",
+            "target_file",
+            "filename",
+        ]
+        .iter()
+        .find_map(|k| str_of(k))
     };
     let lower = name.to_ascii_lowercase();
     match lower.as_str() {
@@ -476,7 +483,10 @@ fn check_of(name: &str, input: &Value, script: Option<&str>, uses: &[FileUse]) -
 /// The plan a plan tool call writes, item by item, or `None` when the call is no plan tool or
 /// its input is malformed (then the plan stays as it was).
 fn is_plan_tool(name: &str) -> bool {
-    matches!(name, "TodoWrite" | "todo_write" | "todowrite" | "update_plan")
+    matches!(
+        name,
+        "TodoWrite" | "todo_write" | "todowrite" | "update_plan"
+    )
 }
 
 fn plan_of(name: &str, input: &Value, seq: Seq) -> Option<Vec<Task>> {

@@ -49,7 +49,10 @@ pub(crate) fn exit_code(output: &str) -> Option<i64> {
 /// The exit code one status line reports.
 fn line_exit_code(line: &str) -> Option<i64> {
     let number = |rest: &str| -> Option<i64> {
-        let rest = rest.trim_start().trim_start_matches([':', '=']).trim_start();
+        let rest = rest
+            .trim_start()
+            .trim_start_matches([':', '='])
+            .trim_start();
         let negative = rest.starts_with('-');
         let digits: String = rest
             .trim_start_matches('-')
@@ -130,9 +133,31 @@ pub(crate) fn error_line(output: &str) -> Option<String> {
 /// Whether a shell command is a check: it runs tests, a build, a linter or a type checker.
 pub(crate) fn is_check(script: &str) -> bool {
     const WORDS: &[&str] = &[
-        "test", "tests", "pytest", "jest", "vitest", "mocha", "check", "clippy", "build", "lint",
-        "tsc", "eslint", "ruff", "mypy", "flake8", "pylint", "typecheck", "compile", "vet", "ctest",
-        "phpunit", "rspec", "credo", "dialyzer", "verify",
+        "test",
+        "tests",
+        "pytest",
+        "jest",
+        "vitest",
+        "mocha",
+        "check",
+        "clippy",
+        "build",
+        "lint",
+        "tsc",
+        "eslint",
+        "ruff",
+        "mypy",
+        "flake8",
+        "pylint",
+        "typecheck",
+        "compile",
+        "vet",
+        "ctest",
+        "phpunit",
+        "rspec",
+        "credo",
+        "dialyzer",
+        "verify",
     ];
     let lower = script.to_ascii_lowercase();
     lower
@@ -173,7 +198,10 @@ fn is_pass_line(line: &str) -> bool {
         || lower.starts_with("no issues found")
         || lower.starts_with("success:")
         || lower.starts_with("all checks passed")
-        || number_then(&lower, &["passed", "passing", "tests passed", "examples, 0 failures"])
+        || number_then(
+            &lower,
+            &["passed", "passing", "tests passed", "examples, 0 failures"],
+        )
 }
 
 /// Whether `lower` holds a number followed by one of `words` (`12 passed`).
@@ -185,7 +213,9 @@ fn number_then(lower: &str, words: &[&str]) -> bool {
     tokens.windows(2).any(|w| {
         w[0].chars().all(|c| c.is_ascii_digit())
             && w[0] != "0"
-            && words.iter().any(|word| w[1].starts_with(word.split(' ').next().unwrap_or(word)))
+            && words
+                .iter()
+                .any(|word| w[1].starts_with(word.split(' ').next().unwrap_or(word)))
     })
 }
 
@@ -206,8 +236,14 @@ mod tests {
         assert_eq!(exit_code("Exit code 1\nboom"), Some(1));
         assert_eq!(exit_code("Process exited with code 2"), Some(2));
         assert_eq!(exit_code("{\"exit_code\": 0, \"output\": \"\"}"), Some(0));
-        assert_eq!(exit_code("done (warnings were emitted)\nHalting VM with exit status 2"), Some(2));
-        assert_eq!(exit_code("a\nb\nc\nd\ne\nsee exit status 2 in the docs\nf\ng\nh"), None);
+        assert_eq!(
+            exit_code("done (warnings were emitted)\nHalting VM with exit status 2"),
+            Some(2)
+        );
+        assert_eq!(
+            exit_code("a\nb\nc\nd\ne\nsee exit status 2 in the docs\nf\ng\nh"),
+            None
+        );
         assert_eq!(exit_code("Exit code: 127"), Some(127));
         assert_eq!(exit_code("the exit code is documented"), None);
         assert_eq!(exit_code("exit status 3"), Some(3));
@@ -243,8 +279,16 @@ mod tests {
         assert!(found_nothing("grep -n foo src/a.rs", "", Some(1)));
         assert!(found_nothing("rg foo | head", "", Some(1)));
         assert!(!found_nothing("cargo test", "", Some(101)));
-        assert!(!found_nothing("cat a.txt | python3 x.py", "Traceback", Some(1)));
-        assert!(!found_nothing("grep -n foo src/a.rs", "grep: bad regex", Some(2)));
+        assert!(!found_nothing(
+            "cat a.txt | python3 x.py",
+            "Traceback",
+            Some(1)
+        ));
+        assert!(!found_nothing(
+            "grep -n foo src/a.rs",
+            "grep: bad regex",
+            Some(2)
+        ));
     }
 
     #[test]

@@ -76,8 +76,14 @@ pub(crate) fn effects(script: &str) -> Effects {
                     out.writes.push(normalize(operands[1]));
                 }
             }
-            "sed" if args.iter().any(|a| a.starts_with("-i") || *a == "--in-place") => {
-                if let Some(last) = operands.last().filter(|a| certain(a) && operands.len() >= 2)
+            "sed"
+                if args
+                    .iter()
+                    .any(|a| a.starts_with("-i") || *a == "--in-place") =>
+            {
+                if let Some(last) = operands
+                    .last()
+                    .filter(|a| certain(a) && operands.len() >= 2)
                 {
                     out.writes.push(normalize(last));
                 }
@@ -114,18 +120,19 @@ fn parse(script: &str) -> Vec<Simple> {
     let mut redirect = false;
     let mut chars = script.chars().peekable();
 
-    let finish_word = |current: &mut Simple, word: &mut String, in_word: &mut bool, redirect: &mut bool| {
-        if *in_word {
-            if *redirect {
-                current.redirects.push(std::mem::take(word));
-                *redirect = false;
-            } else {
-                current.argv.push(std::mem::take(word));
+    let finish_word =
+        |current: &mut Simple, word: &mut String, in_word: &mut bool, redirect: &mut bool| {
+            if *in_word {
+                if *redirect {
+                    current.redirects.push(std::mem::take(word));
+                    *redirect = false;
+                } else {
+                    current.argv.push(std::mem::take(word));
+                }
             }
-        }
-        word.clear();
-        *in_word = false;
-    };
+            word.clear();
+            *in_word = false;
+        };
 
     while let Some(c) = chars.next() {
         match c {
@@ -266,8 +273,10 @@ fn strip_prefixes(argv: &mut Vec<String>) {
     let skip = argv
         .iter()
         .take_while(|w| {
-            matches!(w.as_str(), "sudo" | "time" | "env" | "command" | "nohup" | "exec")
-                || (w.contains('=') && !w.starts_with('=') && !w.starts_with('-'))
+            matches!(
+                w.as_str(),
+                "sudo" | "time" | "env" | "command" | "nohup" | "exec"
+            ) || (w.contains('=') && !w.starts_with('=') && !w.starts_with('-'))
         })
         .count();
     argv.drain(..skip);
@@ -324,8 +333,16 @@ mod tests {
         check("echo hi >> ./log/a.log 2>&1", &["log/a.log"], &[]);
         check("cargo test 2> err.txt", &[], &[]);
         check("ls > /dev/null", &[], &[]);
-        check("cat <<'EOF' > /repo/JOKE.md\n# A > B\nrm -rf /\nEOF\ncat /repo/JOKE.md", &["/repo/JOKE.md"], &[]);
-        check("rm -f a.txt b.txt && git rm src/old.rs", &[], &["a.txt", "b.txt", "src/old.rs"]);
+        check(
+            "cat <<'EOF' > /repo/JOKE.md\n# A > B\nrm -rf /\nEOF\ncat /repo/JOKE.md",
+            &["/repo/JOKE.md"],
+            &[],
+        );
+        check(
+            "rm -f a.txt b.txt && git rm src/old.rs",
+            &[],
+            &["a.txt", "b.txt", "src/old.rs"],
+        );
         check("mv a.rs b.rs", &["b.rs"], &["a.rs"]);
         check("cp a.rs b.rs; touch new.rs", &["b.rs", "new.rs"], &[]);
         check("sed -i 's/a/b/' src/lib.rs", &["src/lib.rs"], &[]);

@@ -101,7 +101,8 @@ impl Budget {
 
 impl super::Configured for Budget {
     const NAME: &'static str = "budget";
-    const ABOUT: &'static str = "once over the maximum, drops the oldest units until under the target";
+    const ABOUT: &'static str =
+        "once over the maximum, drops the oldest units until under the target";
 
     fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
         if self.max_tokens == 0 {

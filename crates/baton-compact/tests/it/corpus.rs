@@ -123,7 +123,11 @@ fn offline_structured_keeps_paths_and_commands_on_the_corpus() {
                     c.source_seq
                 );
             }
-            assert!(bounded.tokens <= cap, "{where_}: {} tokens over the cap {cap}", bounded.tokens);
+            assert!(
+                bounded.tokens <= cap,
+                "{where_}: {} tokens over the cap {cap}",
+                bounded.tokens
+            );
             let by_claims = audit(dropped, &claims, &[]);
             let in_context = audit(dropped, &claims, kept);
             let probes = probe(&entries, cut, &claims, kept);

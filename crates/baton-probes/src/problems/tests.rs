@@ -62,8 +62,5 @@ fn a_compiler_location_with_a_message_names_its_file() {
         named_files("lib/spotter_web/controllers/otel_trace_helpers.ex:94:7:pattern_match_cov"),
         ["lib/spotter_web/controllers/otel_trace_helpers.ex"]
     );
-    assert!(names_file(
-        "lib/a/b.ex",
-        "/home/u/project/lib/a/b.ex"
-    ));
+    assert!(names_file("lib/a/b.ex", "/home/u/project/lib/a/b.ex"));
 }

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use baton_compact::strategies::Structured;
 use baton_compact::Settings as Compaction;
+use baton_compact::strategies::Structured;
 use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
 use baton_core::tokens::ByteEstimate;
@@ -409,7 +409,8 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
         summary
             .claims
             .iter()
-            .any(|c| c.kind == baton_core::ClaimKind::Lesson && c.text == "finish the work before the demo"),
+            .any(|c| c.kind == baton_core::ClaimKind::Lesson
+                && c.text == "finish the work before the demo"),
         "{:#?}",
         summary.claims
     );
@@ -418,7 +419,8 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
         summary
             .claims
             .iter()
-            .any(|c| c.kind == baton_core::ClaimKind::Instruction && c.text.starts_with("message 0: detail")),
+            .any(|c| c.kind == baton_core::ClaimKind::Instruction
+                && c.text.starts_with("message 0: detail")),
         "{:#?}",
         summary.claims
     );
@@ -506,42 +508,78 @@ impl Parts {
 /// nothing exact.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_model_summary_carries_the_exact_lists_whatever_it_wrote() {
+    use baton_core::{ClaimKind, ContentBlock, Message, Status};
     use baton_runtime::summarizer::ModelSummarizer;
     use baton_runtime::{Outcome, compact};
-    use baton_core::{ClaimKind, ContentBlock, Message, Status};
     let s = setup().await;
-    let todo = |status: &str| json!({"todos": [
-        {"content": "Rewrite the retry loop", "activeForm": "Rewriting", "status": status},
-        {"content": "Add a test", "activeForm": "Adding", "status": "pending"},
-    ]});
+    let todo = |status: &str| {
+        json!({"todos": [
+            {"content": "Rewrite the retry loop", "activeForm": "Rewriting", "status": status},
+            {"content": "Add a test", "activeForm": "Adding", "status": "pending"},
+        ]})
+    };
     let messages = vec![
         Message::text(Role::User, "fix the retries; never push to main"),
         Message {
             role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse { id: "p".into(), name: "TodoWrite".into(), input: todo("in_progress") }],
+            content: vec![ContentBlock::ToolUse {
+                id: "p".into(),
+                name: "TodoWrite".into(),
+                input: todo("in_progress"),
+            }],
         },
         Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult { tool_use_id: "p".into(), content: vec![ContentBlock::Text { text: "Todos have been modified successfully.".into() }], is_error: false }],
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "p".into(),
+                content: vec![ContentBlock::Text {
+                    text: "Todos have been modified successfully.".into(),
+                }],
+                is_error: false,
+            }],
         },
         Message {
             role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse { id: "e".into(), name: "Edit".into(), input: json!({"file_path": "/w/src/retry.rs", "old_string": "a", "new_string": "b"}) }],
+            content: vec![ContentBlock::ToolUse {
+                id: "e".into(),
+                name: "Edit".into(),
+                input: json!({"file_path": "/w/src/retry.rs", "old_string": "a", "new_string": "b"}),
+            }],
         },
         Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult { tool_use_id: "e".into(), content: vec![ContentBlock::Text { text: "The file /w/src/retry.rs has been updated.".into() }], is_error: false }],
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "e".into(),
+                content: vec![ContentBlock::Text {
+                    text: "The file /w/src/retry.rs has been updated.".into(),
+                }],
+                is_error: false,
+            }],
         },
         Message {
             role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse { id: "t".into(), name: "Bash".into(), input: json!({"command": "cargo test retry"}) }],
+            content: vec![ContentBlock::ToolUse {
+                id: "t".into(),
+                name: "Bash".into(),
+                input: json!({"command": "cargo test retry"}),
+            }],
         },
         Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult { tool_use_id: "t".into(), content: vec![ContentBlock::Text { text: "Exit code 101\nthread 'retry' panicked at src/retry.rs:9: timeout".into() }], is_error: true }],
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "t".into(),
+                content: vec![ContentBlock::Text {
+                    text: "Exit code 101\nthread 'retry' panicked at src/retry.rs:9: timeout"
+                        .into(),
+                }],
+                is_error: true,
+            }],
         },
         Message::text(Role::User, "no global lock, use a per-key one"),
-        Message::text(Role::Assistant, format!("Understood. {}", "detail ".repeat(80))),
+        Message::text(
+            Role::Assistant,
+            format!("Understood. {}", "detail ".repeat(80)),
+        ),
         Message::text(Role::User, "go on"),
     ];
     for m in messages {
@@ -590,43 +628,115 @@ async fn the_model_summary_carries_the_exact_lists_whatever_it_wrote() {
         force: true,
         dry_run: false,
     };
-    let Outcome::Compacted(first) = compact(&s.store, &s.tenant, &s.run, &compactor).await.unwrap() else {
+    let Outcome::Compacted(first) = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap()
+    else {
         panic!("expected a compaction")
     };
-    let claims = s.store.summary(&s.tenant, first.summary_id.unwrap()).await.unwrap().claims;
+    let claims = s
+        .store
+        .summary(&s.tenant, first.summary_id.unwrap())
+        .await
+        .unwrap()
+        .claims;
     let has = |kind: ClaimKind, text: &str| claims.iter().any(|c| c.kind == kind && c.text == text);
     // What only the model writes…
-    assert!(has(ClaimKind::Rejected, "a global lock: the user asked for a per-key one"), "{claims:#?}");
+    assert!(
+        has(
+            ClaimKind::Rejected,
+            "a global lock: the user asked for a per-key one"
+        ),
+        "{claims:#?}"
+    );
     assert!(has(ClaimKind::Lesson, "the tests run with a 2 s timeout"));
-    assert!(has(ClaimKind::NextStep, "reset the backoff on success — that is what the timeout shows"));
-    assert!(has(ClaimKind::File, "/w/src/retry.rs — the backoff state moves into the loop"));
-    let problem = claims.iter().find(|c| c.kind == ClaimKind::Problem).unwrap();
-    assert!(problem.text.contains("fix: reset on success"), "{problem:?}");
+    assert!(has(
+        ClaimKind::NextStep,
+        "reset the backoff on success — that is what the timeout shows"
+    ));
+    assert!(has(
+        ClaimKind::File,
+        "/w/src/retry.rs — the backoff state moves into the loop"
+    ));
+    let problem = claims
+        .iter()
+        .find(|c| c.kind == ClaimKind::Problem)
+        .unwrap();
+    assert!(
+        problem.text.contains("fix: reset on success"),
+        "{problem:?}"
+    );
     assert_eq!(problem.status, Some(Status::Unresolved));
     // …and what baton read from the transcript.
-    assert!(has(ClaimKind::Instruction, "fix the retries; never push to main"));
-    assert!(has(ClaimKind::Instruction, "no global lock, use a per-key one"));
-    assert!(claims.iter().any(|c| c.kind == ClaimKind::Task && c.status == Some(Status::InProgress) && c.text == "Rewrite the retry loop"));
+    assert!(has(
+        ClaimKind::Instruction,
+        "fix the retries; never push to main"
+    ));
+    assert!(has(
+        ClaimKind::Instruction,
+        "no global lock, use a per-key one"
+    ));
+    assert!(claims.iter().any(|c| c.kind == ClaimKind::Task
+        && c.status == Some(Status::InProgress)
+        && c.text == "Rewrite the retry loop"));
     assert!(has(ClaimKind::Command, "cargo test retry"));
 
     // A partial answer on the next compaction drops nothing exact.
     s.store
-        .append(&s.tenant, &s.run, &[baton_store::NewEntry::estimated(Message::text(Role::Assistant, "working"))])
+        .append(
+            &s.tenant,
+            &s.run,
+            &[baton_store::NewEntry::estimated(Message::text(
+                Role::Assistant,
+                "working",
+            ))],
+        )
         .await
         .unwrap();
     s.store
-        .append(&s.tenant, &s.run, &[baton_store::NewEntry::estimated(Message::text(Role::User, "continue"))])
+        .append(
+            &s.tenant,
+            &s.run,
+            &[baton_store::NewEntry::estimated(Message::text(
+                Role::User,
+                "continue",
+            ))],
+        )
         .await
         .unwrap();
-    let Outcome::Compacted(second) = compact(&s.store, &s.tenant, &s.run, &compactor).await.unwrap() else {
+    let Outcome::Compacted(second) = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap()
+    else {
         panic!("expected a second compaction")
     };
-    let claims = s.store.summary(&s.tenant, second.summary_id.unwrap()).await.unwrap().claims;
+    let claims = s
+        .store
+        .summary(&s.tenant, second.summary_id.unwrap())
+        .await
+        .unwrap()
+        .claims;
     let has = |kind: ClaimKind, text: &str| claims.iter().any(|c| c.kind == kind && c.text == text);
-    assert!(has(ClaimKind::Instruction, "fix the retries; never push to main"), "{claims:#?}");
-    assert!(has(ClaimKind::Rejected, "a global lock: the user asked for a per-key one"));
-    assert!(has(ClaimKind::File, "/w/src/retry.rs — the backoff state moves into the loop"));
-    assert!(claims.iter().any(|c| c.kind == ClaimKind::Problem && c.status == Some(Status::Unresolved)));
+    assert!(
+        has(
+            ClaimKind::Instruction,
+            "fix the retries; never push to main"
+        ),
+        "{claims:#?}"
+    );
+    assert!(has(
+        ClaimKind::Rejected,
+        "a global lock: the user asked for a per-key one"
+    ));
+    assert!(has(
+        ClaimKind::File,
+        "/w/src/retry.rs — the backoff state moves into the loop"
+    ));
+    assert!(
+        claims
+            .iter()
+            .any(|c| c.kind == ClaimKind::Problem && c.status == Some(Status::Unresolved))
+    );
     assert!(has(ClaimKind::NextStep, "write the test"));
 }
 

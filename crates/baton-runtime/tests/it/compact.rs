@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use baton_compact::strategies::{Sliding, Structured};
 use baton_compact::Settings;
+use baton_compact::strategies::{Sliding, Structured};
 use baton_compact::trigger::Skip;
-use baton_core::tokens::ByteEstimate;
 use baton_compact::{Offline, Plan, Strategy, strategy_fn};
 use baton_core::prices::PriceTable;
+use baton_core::tokens::ByteEstimate;
 use baton_core::{Claim, ClaimKind, ContentBlock, Message, Role, RunId, Seq, TenantId};
 use baton_runtime::{Compactor, Outcome, compact};
 use baton_sqlite::SqliteStore;

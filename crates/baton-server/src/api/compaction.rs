@@ -11,13 +11,14 @@ use baton_compact::{Compaction, Offline};
 use baton_core::prices::PriceTable;
 use baton_core::{RunId, Seq, SummaryId, TenantId};
 use baton_runtime::{Compactor, Outcome};
+use baton_view::ClaimView;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::runs::run_id;
-use crate::api::summaries::{ClaimView, rejected};
+use crate::api::summaries::rejected;
 use crate::auth::Caller;
 use crate::problem::{ApiJson, ApiPath, Problem, ProblemBody};
 use crate::state::AppState;
@@ -58,6 +59,7 @@ pub enum StrategyName {
 
 impl StrategyName {
     /// Every strategy, in the registry's order.
+    #[cfg(test)]
     pub const ALL: [StrategyName; 6] = [
         StrategyName::None,
         StrategyName::Sliding,
@@ -337,9 +339,11 @@ async fn compact(
         .await
         .map_err(|e| match e {
             baton_runtime::Error::Store(e) => Problem::from(e),
-            needs @ baton_runtime::Error::NeedsModel { .. } => {
-                Problem::unprocessable("needs-model", "The strategy needs a model", needs.to_string())
-            }
+            needs @ baton_runtime::Error::NeedsModel { .. } => Problem::unprocessable(
+                "needs-model",
+                "The strategy needs a model",
+                needs.to_string(),
+            ),
             other => Problem::internal(&other),
         })?;
     let name = strategy.name();

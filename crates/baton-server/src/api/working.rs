@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use baton_core::{ClaimKind, Seq};
+use baton_view::Pins;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -36,7 +37,7 @@ pub struct StateItem {
     pub source_seq: u64,
     /// Where a task, file or problem stands.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<crate::api::summaries::StatusName>,
+    pub status: Option<baton_view::StatusName>,
     /// A file's canonical path, a problem's check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -90,16 +91,6 @@ pub struct WorkingState {
     pub next_steps: Vec<StateItem>,
     /// Anything else.
     pub notes: Vec<StateItem>,
-}
-
-/// A run's pinned seqs.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Pins {
-    /// The pinned seqs, in order.
-    pub pins: Vec<u64>,
-    /// Whether the request changed them (`false`: the seq was pinned already, or was not
-    /// pinned).
-    pub changed: bool,
 }
 
 /// The run's working state: the typed claims of its active summary, grouped by kind.
