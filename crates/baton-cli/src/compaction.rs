@@ -370,7 +370,6 @@ fn replay_json(r: &ReplayReport, none_total: Option<u64>) -> serde_json::Value {
             "plan_items": probe_json(r, "plan_items"),
             "modified_files": probe_json(r, "modified_files"),
             "unresolved_problems": probe_json(r, "unresolved_problems"),
-            "constraints": {"kept": r.probes.constraints.kept, "total": r.probes.constraints.total},
         },
         "source_probes": {"kept": r.probes.sources.kept, "total": r.probes.sources.total},
         "retention": {
@@ -438,7 +437,7 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
     )?;
     writeln!(
         out,
-        "{:<19} {:>12} {:>6} {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>7}",
+        "{:<19} {:>12} {:>6} {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7}",
         "strategy",
         "input",
         "reduct",
@@ -451,7 +450,6 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
         "plan",
         "files",
         "problem",
-        "constrnt",
         "cmds"
     )?;
     for r in &reports {
@@ -473,7 +471,7 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
         };
         writeln!(
             out,
-            "{:<19} {:>12} {:>5.1}% {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>7}",
+            "{:<19} {:>12} {:>5.1}% {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7}",
             r.strategy,
             r.total_input_tokens,
             100.0 * r.reduction,
@@ -486,10 +484,6 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
             probe("plan_items"),
             probe("modified_files"),
             probe("unresolved_problems"),
-            format!(
-                "{}/{}",
-                r.probes.constraints.kept, r.probes.constraints.total
-            ),
             share_pct(&r.retention.commands),
         )?;
     }
