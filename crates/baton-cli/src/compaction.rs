@@ -295,26 +295,31 @@ pub(crate) async fn run_counter(
     Ok(baton_tokens::counter(env.tokenizer, model.as_deref()))
 }
 
-/// The replay of one strategy, with the independent probes (`baton-probes`) beside the old
-/// constraint probe.
-fn replay_one(
-    entries: &[Entry],
-    run: &RunId,
-    config: &CompactionConfig,
-    prices: PriceTable,
-    every: usize,
+/// A recorded run as replay reads it: its history, rules, goal and token counter.
+struct Recorded {
+    run: RunId,
+    entries: Vec<Entry>,
     rules: Option<String>,
     goal: Option<String>,
     counter: Arc<dyn baton_core::tokens::TokenCounter>,
+}
+
+/// The replay of one strategy, with the independent probes (`baton-probes`).
+fn replay_one(
+    recorded: &Recorded,
+    config: &CompactionConfig,
+    prices: PriceTable,
+    every: usize,
 ) -> anyhow::Result<ReplayReport> {
-    let mut how = Replay::new(run.clone(), config).map_err(|e| InvalidInput(e.to_string()))?;
+    let mut how =
+        Replay::new(recorded.run.clone(), config).map_err(|e| InvalidInput(e.to_string()))?;
     how.every = every;
     how.prices = prices;
-    how.rules = rules;
-    how.goal = goal;
-    how.counter = counter;
+    how.rules = recorded.rules.clone();
+    how.goal = recorded.goal.clone();
+    how.counter = recorded.counter.clone();
     how.extra_probes = vec![independent_probes()];
-    Ok(replay(entries, &how))
+    Ok(replay(&recorded.entries, &how))
 }
 
 /// The probes `baton-probes` writes, as replay's extra probes.
@@ -390,21 +395,20 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
     }
     let (entries, rules, goal) = recorded(env, &run).await?;
     let counter = run_counter(env, &run).await?;
+    let rec = Recorded {
+        run: run.clone(),
+        entries,
+        rules,
+        goal,
+        counter: counter.clone(),
+    };
+    let entries = &rec.entries;
     let mut reports = Vec::new();
     let mut budget = None;
     for name in &args.strategies {
         let (config, prices) = configure(Some(name), &args.opts, args.budget)?;
         build(&config)?;
-        let report = replay_one(
-            &entries,
-            &run,
-            &config,
-            prices,
-            args.every,
-            rules.clone(),
-            goal.clone(),
-            counter.clone(),
-        )?;
+        let report = replay_one(&rec, &config, prices, args.every)?;
         budget = budget.or(report.budget);
         reports.push(report);
     }

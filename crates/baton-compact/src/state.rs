@@ -59,6 +59,10 @@ use std::collections::BTreeMap;
 
 use baton_core::{Claim, ClaimKind, Seq, Status};
 
+/// An instruction this short is the current task in its own words; a longer one is named by
+/// its seq (the instructions section holds it whole, and the state is not paid for twice).
+const SHORT_TASK_CHARS: usize = 160;
+
 pub use bound::{Bounded, bound};
 
 /// The prefix of the claim that records a refuted hypothesis.
@@ -238,8 +242,9 @@ impl WorkingState {
         state
     }
 
-    /// The current task: the plan's item in progress, else the newest instruction (named by
-    /// its seq: the instructions section shows it whole), else what the base version said.
+    /// The current task: the plan's item in progress, else the newest instruction (itself when
+    /// short; a long one is named by its seq, as the instructions section shows it whole), else
+    /// what the base version said.
     pub(crate) fn current_task(&self) -> Option<Item> {
         if let Some(task) = self.tasks.iter().find(|t| t.status == Status::InProgress) {
             return Some(Item {
@@ -250,7 +255,11 @@ impl WorkingState {
         self.instructions
             .last()
             .map(|i| Item {
-                text: format!("the user's newest instruction (seq {})", i.seq),
+                text: if i.text.chars().count() <= SHORT_TASK_CHARS {
+                    i.text.clone()
+                } else {
+                    format!("the user's newest instruction (seq {})", i.seq)
+                },
                 seq: i.seq,
             })
             .or_else(|| self.goal.clone())

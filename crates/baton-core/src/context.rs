@@ -495,12 +495,22 @@ fn clip_blocks(blocks: &mut [ContentBlock], cap: usize, seq: Seq) -> bool {
                 }
                 None => false,
             },
-            serde_json::Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |any, v| clip_value(v, cap, seq) || any),
-            serde_json::Value::Object(map) => map
-                .values_mut()
-                .fold(false, |any, v| clip_value(v, cap, seq) || any),
+            // Every value is visited (no short circuit): each one over the cap is clipped.
+            serde_json::Value::Array(items) => {
+                items
+                    .iter_mut()
+                    .map(|v| clip_value(v, cap, seq))
+                    .filter(|&clipped| clipped)
+                    .count()
+                    > 0
+            }
+            serde_json::Value::Object(map) => {
+                map.values_mut()
+                    .map(|v| clip_value(v, cap, seq))
+                    .filter(|&clipped| clipped)
+                    .count()
+                    > 0
+            }
             _ => false,
         }
     }

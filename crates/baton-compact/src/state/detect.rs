@@ -532,7 +532,7 @@ pub(crate) fn last_plan_sentence(message: &Message) -> Option<&str> {
             }
             let mut found = Vec::new();
             split_line(line, &mut found);
-            if let Some(plan) = found.into_iter().filter(|s| is_plan(s)).last() {
+            if let Some(plan) = found.into_iter().rfind(|s| is_plan(s)) {
                 last = Some(plan);
             }
         }

@@ -65,16 +65,12 @@ pub(crate) fn effects(script: &str) -> Effects {
         match program {
             "rm" | "unlink" => out.deletes.extend(certain_ops().map(normalize)),
             "touch" | "tee" => out.writes.extend(certain_ops().map(normalize)),
-            "mv" if operands.len() == 2 => {
-                if certain(operands[0]) && certain(operands[1]) {
-                    out.deletes.push(normalize(operands[0]));
-                    out.writes.push(normalize(operands[1]));
-                }
+            "mv" if operands.len() == 2 && certain(operands[0]) && certain(operands[1]) => {
+                out.deletes.push(normalize(operands[0]));
+                out.writes.push(normalize(operands[1]));
             }
-            "cp" if operands.len() == 2 => {
-                if certain(operands[1]) {
-                    out.writes.push(normalize(operands[1]));
-                }
+            "cp" if operands.len() == 2 && certain(operands[1]) => {
+                out.writes.push(normalize(operands[1]));
             }
             "sed"
                 if args

@@ -119,7 +119,7 @@ fn a_model_adds_what_only_it_can_write_and_drops_nothing_exact() {
 #[test]
 fn pinned_claims_are_carried_unchanged() {
     let pinned = c(ClaimKind::Note, "the customer is on the old API", 2);
-    let state = WorkingState::from_claims(&[pinned.clone()], &[Seq(2)]);
+    let state = WorkingState::from_claims(std::slice::from_ref(&pinned), &[Seq(2)]);
     let bounded = bound(&state, Seq(9), 10, &ByteEstimate);
     assert!(bounded.claims.contains(&pinned));
 }

@@ -135,10 +135,10 @@ fn instructions_are_what_the_user_typed_newest_first() {
             "2 /clear",
         ]
     );
-    // The current task is the newest instruction, there being no plan.
+    // The current task is the newest instruction, there being no plan (short: in its words).
     assert_eq!(
         of(&claims, Goal),
-        ["9 the user's newest instruction (seq 9)"]
+        ["9 great, prepare a plan. important not to commit changes until final step."]
     );
 }
 
