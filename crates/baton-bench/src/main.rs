@@ -116,6 +116,7 @@ use tokio::runtime::Runtime;
 
 mod cache;
 mod compaction;
+mod continuity;
 mod gateway;
 mod import;
 mod ledger;
@@ -185,10 +186,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
                     "tokens" => "tokens",
                     "pg_ledger" => "pg_ledger",
                     "gateway" => "gateway",
+                    "continuity" => "continuity",
                     "usage" => "usage",
                     _ => {
                         return Err(format!(
-                            "--only {section:?}: expected import, tokens, pg_ledger, gateway or usage"
+                            "--only {section:?}: expected import, tokens, pg_ledger, gateway, continuity or usage"
                         ));
                     }
                 });
@@ -426,6 +428,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         Some("tokens") => tokens::section(args.quick, &mut report, &mut out)?,
         Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
         Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
+        Some("continuity") => {
+            continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?
+        }
         Some("usage") => usage::section(&mut report, &mut out)?,
         _ => {}
     }
@@ -439,6 +444,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     tokens::section(args.quick, &mut report, &mut out)?;
     compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
@@ -1406,24 +1412,24 @@ impl Fill {
 /// A few claims citing seqs at or before `cut`.
 fn claims(cut: Seq) -> Vec<Claim> {
     vec![
-        Claim {
-            kind: ClaimKind::Goal,
-            text: "make the test suite pass without touching the public API".into(),
-            source_seq: Seq(1),
-        },
-        Claim {
-            kind: ClaimKind::Verified,
-            text: format!(
+        Claim::new(
+            ClaimKind::Goal,
+            "make the test suite pass without touching the public API",
+            Seq(1),
+        ),
+        Claim::new(
+            ClaimKind::Verified,
+            format!(
                 "the parser error reproduces as of seq {}",
                 cut.0.saturating_sub(3).max(1)
             ),
-            source_seq: Seq(cut.0.saturating_sub(3).max(1)),
-        },
-        Claim {
-            kind: ClaimKind::NextStep,
-            text: "rerun the suite with the lexer fix".into(),
-            source_seq: cut,
-        },
+            Seq(cut.0.saturating_sub(3).max(1)),
+        ),
+        Claim::new(
+            ClaimKind::NextStep,
+            "rerun the suite with the lexer fix",
+            cut,
+        ),
     ]
 }
 

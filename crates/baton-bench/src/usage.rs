@@ -1,4 +1,4 @@
-//! Section 13: usage reports against ccusage (issue 17).
+//! Section 14: usage reports against ccusage (issue 17).
 //!
 //! The corpus's Claude Code files are laid out as `~/.claude/projects` in a temporary home
 //! (`baton_usage::parity::layout`: sessions by their id, subagents under their parent), and
@@ -37,7 +37,7 @@ pub(crate) fn section(report_: &mut Report, out: &mut impl Write) -> anyhow::Res
     }
     writeln!(
         out,
-        "\n[13] usage: the Claude Code corpus laid out as ~/.claude/projects, {CCUSAGE} daily and session (--offline) against baton's reports of the same files"
+        "\n[14] usage: the Claude Code corpus laid out as ~/.claude/projects, {CCUSAGE} daily and session (--offline) against baton's reports of the same files"
     )?;
     out.flush()?;
     let mut files = Vec::new();
