@@ -139,6 +139,7 @@ fn raw_claude_code_count(bytes: &[u8]) -> usize {
         .or(messages.last())
         .is_some_and(|l| flag(l, "isSidechain"));
     let mut count = 0;
+    let mut typed: Vec<String> = Vec::new();
     for line in messages {
         if kind(line) != "user"
             || flag(line, "isSidechain") != side
@@ -179,6 +180,25 @@ fn raw_claude_code_count(bytes: &[u8]) -> usize {
             {
                 count += 1;
             }
+            typed.push(text.to_owned());
+        }
+    }
+    // Texts typed while the agent worked (`queue-operation` enqueue lines, issue 17) that no
+    // user line of their own delivers: the importer makes each a user message. A queued slash
+    // command and a task notification are Claude Code's, not messages.
+    if !side {
+        for line in lines
+            .iter()
+            .filter(|l| kind(l) == "queue-operation" && l["operation"] == "enqueue")
+        {
+            let text = line["content"].as_str().unwrap_or("").trim();
+            if !text.is_empty()
+                && !text.starts_with('/')
+                && !text.starts_with("<task-notification>")
+                && !typed.iter().any(|t| t == text)
+            {
+                count += 1;
+            }
         }
     }
     count
@@ -203,8 +223,16 @@ fn instructions_per_file_match_a_count_of_the_raw_lines() {
     let Some(root) = corpus_root() else { return };
     let mut total = 0;
     for (path, bytes, transcripts) in sessions(&root) {
-        assert_eq!(transcripts.len(), 1, "{}", path.display());
+        // The file's own transcript comes first; the others are the subagents run inline in
+        // it, transcripts of their own (issue 17).
         let transcript = &transcripts[0];
+        assert!(
+            transcripts[1..]
+                .iter()
+                .all(|t| t.parent_session_id == transcript.source_session_id),
+            "{}",
+            path.display()
+        );
         let history = history_of(transcript);
         let found = instructions(&history, last(&history));
         let raw = match transcript.format {
