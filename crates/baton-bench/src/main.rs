@@ -88,7 +88,8 @@
 //! virtual environment, with LiteLLM).
 //! `--quick` runs every measurement at a small size (the CI smoke test, about five seconds even
 //! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
-//! object with every figure as the last line of output. The process exits 0 whether figures
+//! object with every figure as the last line of output. `--only append,single,…` runs the named
+//! sections alone, in their usual order (names: `SECTIONS`). The process exits 0 whether figures
 //! pass or miss, 1 when a measurement fails, 2 on a usage error.
 
 use std::io::Write;
@@ -120,10 +121,12 @@ mod tokens;
 /// baton's schema, applied verbatim to the bare baseline's file.
 const SCHEMA: &str = include_str!("../../baton-sqlite/migrations/0001_init.sql");
 
-const USAGE: &str = "usage: baton-bench [--quick] [--json]
+const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
 
   --quick   every measurement at a small size (CI smoke test; figures not comparable)
   --json    also print one JSON object with every figure, as the last line
+  --only    run these sections alone: append, single, context, install, import, tokens,
+            compaction, cache, ledger, postgres, pg_ledger, gateway
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -154,29 +157,49 @@ fn main() -> ExitCode {
 struct Args {
     quick: bool,
     json: bool,
-    /// Hidden: `--only pg_ledger` or `--only gateway` runs section 11 or 12 alone (to measure
-    /// it without the others).
-    only: Option<&'static str>,
+    /// `--only a,b`: runs the named sections alone (to measure them without the others), in
+    /// their usual order; empty runs them all.
+    only: Vec<&'static str>,
 }
+
+/// The sections `--only` names, in the order they run.
+const SECTIONS: [&str; 12] = [
+    "append",
+    "single",
+    "context",
+    "install",
+    "import",
+    "tokens",
+    "compaction",
+    "cache",
+    "ledger",
+    "postgres",
+    "pg_ledger",
+    "gateway",
+];
 
 /// `Ok(None)` asks for the help text.
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut parsed = Args {
         quick: false,
         json: false,
-        only: None,
+        only: Vec::new(),
     };
     let mut args = args;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => parsed.quick = true,
             "--only" => {
-                let section = args.next().unwrap_or_default();
-                parsed.only = Some(match section.as_str() {
-                    "pg_ledger" => "pg_ledger",
-                    "gateway" => "gateway",
-                    _ => return Err(format!("--only {section:?}: expected pg_ledger or gateway")),
-                });
+                let sections = args.next().unwrap_or_default();
+                for section in sections.split(',') {
+                    let Some(known) = SECTIONS.iter().find(|s| **s == section) else {
+                        return Err(format!(
+                            "--only {section:?}: expected sections among {}",
+                            SECTIONS.join(", ")
+                        ));
+                    };
+                    parsed.only.push(known);
+                }
             }
             "--json" => parsed.json = true,
             "-h" | "--help" => return Ok(None),
@@ -406,26 +429,26 @@ fn run(args: &Args) -> anyhow::Result<()> {
     out.flush()?;
 
     let mut report = Report::default();
-    match args.only {
-        Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
-        Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
-        _ => {}
+    let (dir, quick, r) = (dir.path(), args.quick, &mut report);
+    for section in SECTIONS {
+        if !args.only.is_empty() && !args.only.contains(&section) {
+            continue;
+        }
+        match section {
+            "append" => batch_append(&rt, dir, &sizes, r, &mut out)?,
+            "single" => single_append(&rt, dir, &sizes, r, &mut out)?,
+            "context" => context_assembly(&rt, dir, &sizes, r, &mut out)?,
+            "install" => summary_installs(&rt, dir, &sizes, r, &mut out)?,
+            "import" => import::section(&rt, dir, quick, r, &mut out)?,
+            "tokens" => tokens::section(quick, r, &mut out)?,
+            "compaction" => compaction::section(&rt, dir, quick, r, &mut out)?,
+            "cache" => cache::section(&rt, dir, quick, r, &mut out)?,
+            "ledger" => ledger::section(&rt, dir, quick, r, &mut out)?,
+            "postgres" => postgres::section(quick, r, &mut out)?,
+            "pg_ledger" => pg_ledger::section(quick, r, &mut out)?,
+            _ => gateway::section(dir, quick, r, &mut out)?,
+        }
     }
-    if args.only.is_some() {
-        return print_table(&report, &mut out);
-    }
-    batch_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    single_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    tokens::section(args.quick, &mut report, &mut out)?;
-    compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    postgres::section(args.quick, &mut report, &mut out)?;
-    pg_ledger::section(args.quick, &mut report, &mut out)?;
-    gateway::section(dir.path(), args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;
@@ -1517,5 +1540,8 @@ mod tests {
         ));
         assert!(matches!(parse(&["--help"]), Ok(None)));
         assert!(parse(&["--nope"]).is_err());
+        let only = parse(&["--only", "single,ledger"]).unwrap().unwrap().only;
+        assert_eq!(only, ["single", "ledger"]);
+        assert!(parse(&["--only", "single,nope"]).is_err());
     }
 }
