@@ -714,7 +714,7 @@ async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow::Res
                 kind,
                 limit: args.limit,
             };
-            env.store.search(&env.tenant, &run, &query).await?
+            env.store.search(&env.tenant, &run, &query).await?.entries
         }
         (None, Some(what)) => {
             let (from, to) = parse_recall_range(what)?;

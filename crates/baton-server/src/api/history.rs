@@ -389,7 +389,11 @@ async fn search_messages(
         }),
         limit: page_size(params.limit, DEFAULT_SEARCH)?,
     };
-    let entries = state.store.search(&caller.tenant, &run, &query).await?;
+    let entries = state
+        .store
+        .search(&caller.tenant, &run, &query)
+        .await?
+        .entries;
     Ok(ApiJson(SearchResults {
         messages: EntryView::all(&entries)?,
     }))
