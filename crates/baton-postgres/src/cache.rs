@@ -215,7 +215,21 @@ impl CacheRows for PgTx {
         tenant: &TenantId,
         records: &[CallRecord],
     ) -> Result<(), Error> {
-        let c = CallColumns::of(records)?;
+        let column = |f: fn(&CallRecord) -> u64| -> Result<Vec<i64>, Error> {
+            records.iter().map(|r| int(f(r))).collect()
+        };
+        let (input, output, latency): (Vec<i64>, Vec<i64>, Vec<i64>) = (
+            column(|r| r.input_tokens)?,
+            column(|r| r.output_tokens)?,
+            column(|r| r.latency_ms)?,
+        );
+        let at: Vec<i64> = records.iter().map(|r| r.at.0).collect();
+        let operation: Vec<&str> = records.iter().map(|r| r.operation.as_str()).collect();
+        let hash: Vec<&[u8]> = records.iter().map(|r| &r.request_hash.0[..]).collect();
+        let model: Vec<&str> = records.iter().map(|r| r.model.as_str()).collect();
+        let cost: Vec<Option<f64>> = records.iter().map(|r| r.cost_usd).collect();
+        let outcome: Vec<&str> = records.iter().map(|r| r.outcome.as_str()).collect();
+        let overlapped: Vec<bool> = records.iter().map(|r| r.overlapped).collect();
         // One statement, so one transaction; `ORDER BY n` hands out ids in the batch's order.
         self.exec(
             "INSERT INTO calls (tenant_id, at, operation, request_hash, model, input_tokens,
@@ -229,16 +243,16 @@ impl CacheRows for PgTx {
              ORDER BY n",
             &[
                 &tenant.as_str(),
-                &c.at,
-                &c.operation,
-                &c.request_hash,
-                &c.model,
-                &c.input_tokens,
-                &c.output_tokens,
-                &c.cost_usd,
-                &c.outcome,
-                &c.latency_ms,
-                &c.overlapped,
+                &at,
+                &operation,
+                &hash,
+                &model,
+                &input,
+                &output,
+                &cost,
+                &outcome,
+                &latency,
+                &overlapped,
             ],
         )
         .await
@@ -259,51 +273,6 @@ impl CacheRows for PgTx {
             |r| r.call(),
         )
         .await
-    }
-}
-
-/// A batch of call records as one array per column, for `unnest`.
-struct CallColumns<'a> {
-    at: Vec<i64>,
-    operation: Vec<&'a str>,
-    request_hash: Vec<&'a [u8]>,
-    model: Vec<&'a str>,
-    input_tokens: Vec<i64>,
-    output_tokens: Vec<i64>,
-    cost_usd: Vec<Option<f64>>,
-    outcome: Vec<&'static str>,
-    latency_ms: Vec<i64>,
-    overlapped: Vec<bool>,
-}
-
-impl<'a> CallColumns<'a> {
-    fn of(records: &'a [CallRecord]) -> Result<Self, Error> {
-        let n = records.len();
-        let mut c = CallColumns {
-            at: Vec::with_capacity(n),
-            operation: Vec::with_capacity(n),
-            request_hash: Vec::with_capacity(n),
-            model: Vec::with_capacity(n),
-            input_tokens: Vec::with_capacity(n),
-            output_tokens: Vec::with_capacity(n),
-            cost_usd: Vec::with_capacity(n),
-            outcome: Vec::with_capacity(n),
-            latency_ms: Vec::with_capacity(n),
-            overlapped: Vec::with_capacity(n),
-        };
-        for r in records {
-            c.at.push(r.at.0);
-            c.operation.push(&r.operation);
-            c.request_hash.push(&r.request_hash.0[..]);
-            c.model.push(&r.model);
-            c.input_tokens.push(int(r.input_tokens)?);
-            c.output_tokens.push(int(r.output_tokens)?);
-            c.cost_usd.push(r.cost_usd);
-            c.outcome.push(r.outcome.as_str());
-            c.latency_ms.push(int(r.latency_ms)?);
-            c.overlapped.push(r.overlapped);
-        }
-        Ok(c)
     }
 }
 

@@ -32,6 +32,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "bench")]
+pub mod bench;
 mod cache;
 mod ledger;
 mod migrate;
@@ -95,7 +97,9 @@ pub struct Doctor {
 
 /// Splits `postgres://…?schema=NAME&pool_size=N&…` into a driver config, the schema name, the
 /// URL as shown (redacted) and the pool size.
-fn parse_url(url: &str) -> Result<(tokio_postgres::Config, String, String, usize), Error> {
+pub(crate) fn parse_url(
+    url: &str,
+) -> Result<(tokio_postgres::Config, String, String, usize), Error> {
     let invalid = |detail: String| Error::InvalidUrl {
         url: redact(url),
         detail,
@@ -258,14 +262,8 @@ impl PgStore {
     /// Connectivity, versions and the settings that matter.
     pub async fn doctor(&self) -> Result<Doctor, Error> {
         let client = self.client().await?;
-        let server_version: String = client
-            .query_one("SELECT version()", &[])
-            .await
-            .map_err(pg)?
-            .get(0);
         let schema_version = migrate::current_version(&client, &self.schema).await?;
-        let mut settings = Vec::new();
-        for name in [
+        let names = [
             "server_version",
             "max_connections",
             "default_transaction_isolation",
@@ -279,13 +277,11 @@ impl PgStore {
             // Off, nothing analyzes baton's tables: plans made on them while they were small
             // are kept by pooled connections however much they grow. Run ANALYZE now and then.
             "autovacuum",
-        ] {
-            let row = client
-                .query_one("SELECT current_setting($1)", &[&name])
-                .await
-                .map_err(pg)?;
-            settings.push((name.to_owned(), row.get::<_, String>(0)));
-        }
+        ];
+        let sql = "SELECT version(), n, current_setting(n) FROM unnest($1::text[]) AS n";
+        let rows = client.query(sql, &[&&names[..]]).await.map_err(pg)?;
+        let server_version = rows.first().map(|r| r.get(0)).unwrap_or_default();
+        let settings = rows.iter().map(|r| (r.get(1), r.get(2))).collect();
         Ok(Doctor {
             url: self.shown_url.clone(),
             schema: self.schema.to_string(),

@@ -424,7 +424,7 @@ impl ImportRows for PgTx {
         tenant: &TenantId,
         new: &NewOrigin<'_>,
     ) -> Result<(), Error> {
-        let (o, counts) = (new.origin, Counts::of(new)?);
+        let (o, counts) = (new.origin, counts(new)?);
         self.exec(
             "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, source_session_id,
                  parent_key, parent_run_pk, models, first_at, last_at, redactions, skipped_lines,
@@ -434,7 +434,7 @@ impl ImportRows for PgTx {
                  ($12::bigint[])[5], $13, $14, $14)",
             &[
                 &run, &tenant.as_str(), &o.source_key, &o.path, &o.format, &o.source_session_id,
-                &o.parent_key, &new.parent, &new.models, &o.first_at, &o.last_at, &counts.0,
+                &o.parent_key, &new.parent, &new.models, &o.first_at, &o.last_at, &counts,
                 &new.digest.to_hex(), &new.now.0,
             ],
         )
@@ -450,7 +450,7 @@ impl ImportRows for PgTx {
     }
 
     async fn update_origin(&mut self, run: i64, new: &NewOrigin<'_>) -> Result<(), Error> {
-        let (o, counts) = (new.origin, Counts::of(new)?);
+        let (o, counts) = (new.origin, counts(new)?);
         self.exec(
             "UPDATE run_origins SET path = $2, models = $3, first_at = $4, last_at = $5,
                  redactions = ($6::bigint[])[1], skipped_lines = ($6::bigint[])[2], side_branches = ($6::bigint[])[3],
@@ -458,7 +458,7 @@ impl ImportRows for PgTx {
                  updated_at = $8
              WHERE run_pk = $1",
             &[
-                &run, &o.path, &new.models, &o.first_at, &o.last_at, &counts.0,
+                &run, &o.path, &new.models, &o.first_at, &o.last_at, &counts,
                 &new.digest.to_hex(), &new.now.0,
             ],
         )
@@ -512,20 +512,16 @@ impl ImportRows for PgTx {
 
 /// An origin's counts, as one array parameter: redactions, skipped lines, side branches, their
 /// messages, source messages.
-struct Counts(Vec<i64>);
-
-impl Counts {
-    fn of(new: &NewOrigin<'_>) -> Result<Counts, Error> {
-        let o = new.origin;
-        let counts = [
-            o.redactions,
-            o.skipped_lines,
-            o.side_branches,
-            o.side_branch_messages,
-            new.messages,
-        ];
-        Ok(Counts(
-            counts.into_iter().map(int).collect::<Result<_, _>>()?,
-        ))
-    }
+fn counts(new: &NewOrigin<'_>) -> Result<Vec<i64>, Error> {
+    let o = new.origin;
+    [
+        o.redactions,
+        o.skipped_lines,
+        o.side_branches,
+        o.side_branch_messages,
+        new.messages,
+    ]
+    .into_iter()
+    .map(int)
+    .collect()
 }

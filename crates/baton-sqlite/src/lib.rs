@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "bench")]
+pub mod bench;
 mod cache;
 mod ledger;
 mod migrate;
@@ -40,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_store::Error;
-use baton_store::backend::{Backend, BoxFuture};
+use baton_store::backend::{Backend, BoxFuture, Row};
 use rusqlite::{Connection, OpenFlags, Params};
 use tokio::sync::oneshot;
 
@@ -121,32 +123,35 @@ impl SqliteStore {
 
     /// The file's schema version, the SQLite library version and the settings that matter.
     pub async fn doctor(&self) -> Result<Vec<(String, String)>, Error> {
-        self.read_one(|tx| {
+        const PRAGMAS: [&str; 6] = [
+            "user_version",
+            "journal_mode",
+            "synchronous",
+            "foreign_keys",
+            "busy_timeout",
+            "page_size",
+        ];
+        let sql = format!(
+            "SELECT {}",
+            PRAGMAS
+                .map(|p| format!("CAST((SELECT * FROM pragma_{p}) AS TEXT)"))
+                .join(", ")
+        );
+        let values = self.read_one(move |tx| {
             Box::pin(async move {
-                let mut facts = vec![("sqlite_version".to_owned(), rusqlite::version().to_owned())];
-                for pragma in [
-                    "user_version",
-                    "journal_mode",
-                    "synchronous",
-                    "foreign_keys",
-                    "busy_timeout",
-                    "page_size",
-                ] {
-                    let value: rusqlite::types::Value = tx
-                        .conn
-                        .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
-                        .map_err(fail)?;
-                    let text = match value {
-                        rusqlite::types::Value::Integer(i) => i.to_string(),
-                        rusqlite::types::Value::Text(t) => t,
-                        other => format!("{other:?}"),
-                    };
-                    facts.push((pragma.to_owned(), text));
-                }
-                Ok(facts)
+                let values = tx.one(&sql, [], |r| {
+                    (0..PRAGMAS.len()).map(|i| r.text_at(i)).collect()
+                })?;
+                Ok(values.unwrap_or_default())
             })
-        })
-        .await
+        });
+        let values: Vec<String> = values.await?;
+        let facts = PRAGMAS.iter().map(|p| p.to_string()).zip(values);
+        Ok(
+            std::iter::once(("sqlite_version".into(), rusqlite::version().into()))
+                .chain(facts)
+                .collect(),
+        )
     }
 
     /// Runs `job` on a reader connection, inside a read transaction when `snapshot`.
