@@ -39,7 +39,7 @@ pub(crate) async fn find(
 ) -> Result<RunRow, Error> {
     match tx.run_row(tenant, run).await? {
         Some(row) => Ok(row),
-        None => Err(missing(tx, tenant, run).await?),
+        None => Err(missing(run)),
     }
 }
 
@@ -51,7 +51,7 @@ pub(crate) async fn lock(
 ) -> Result<RunRow, Error> {
     match tx.lock_run(tenant, run).await? {
         Some(row) => Ok(row),
-        None => Err(missing(tx, tenant, run).await?),
+        None => Err(missing(run)),
     }
 }
 
@@ -63,18 +63,14 @@ pub(crate) async fn load(
 ) -> Result<(i64, Run), Error> {
     match tx.run(tenant, run).await? {
         Some(found) => Ok(found),
-        None => Err(missing(tx, tenant, run).await?),
+        None => Err(missing(run)),
     }
 }
 
-async fn missing(tx: &mut impl RunRows, tenant: &TenantId, run: &RunId) -> Result<Error, Error> {
-    Ok(if tx.tenant_exists(tenant).await? {
-        Error::RunNotFound { run: run.clone() }
-    } else {
-        Error::UnknownTenant {
-            tenant: tenant.clone(),
-        }
-    })
+/// The error for a run the tenant does not have. A tenant that never created a run has none,
+/// so its missing run is not found either, never an "unknown tenant" (issue 20, item 15).
+fn missing(run: &RunId) -> Error {
+    Error::RunNotFound { run: run.clone() }
 }
 
 /// The run, locked, if it takes writes.

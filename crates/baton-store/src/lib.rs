@@ -51,6 +51,7 @@ pub mod conformance;
 mod history;
 pub mod import;
 pub mod keys;
+mod kind;
 pub mod ledger;
 pub mod search;
 
@@ -67,6 +68,7 @@ pub use import::{
     RunOrigin, RunReport, SourceCompaction,
 };
 pub use keys::{ApiKey, KeyHash, KeyStore, NewApiKey, Revoke};
+pub use kind::ErrorKind;
 pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
