@@ -335,7 +335,14 @@ fn walk(sb: &Sandbox) -> Walk {
     let rules = sb.file("rules-with-nul.md", "read\0only\n");
     w.cli(
         "invalid_text",
-        cli(&["runs", "create", "--id", "nul", "--rules", rules.to_str().unwrap()]),
+        cli(&[
+            "runs",
+            "create",
+            "--id",
+            "nul",
+            "--rules",
+            rules.to_str().unwrap(),
+        ]),
     );
     w.http(
         "invalid_text",
