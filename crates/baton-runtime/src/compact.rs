@@ -1,4 +1,13 @@
 //! One compaction of one run, carried out against a store.
+//!
+//! # Design
+//!
+//! A compaction is planned on metadata only (`context_meta`: the tail's seqs, stored token counts and tool-call ids), so planning costs O(tail) whatever the history's length, and reads message bodies only for the part a summary replaces.
+//! The working state is not a separate record: it is the claims of the active summary version, typed (goal, constraint, verified, hypothesis, failed_approach, pending, artifact, next_step, note) and each citing a seq.
+//! So it is versioned, diffable and rolled back with the summary (`summary diff`, `summary activate`), validated by the same install, and recall expands any claim to its original.
+//! Guards run twice: before the work (the trigger: threshold, loop guard, cost) and after the summary is written (it must be smaller than what it replaces, and the context must shrink by the minimum), so a compaction that would not pay, or would loop, writes nothing.
+//! The loop guard reads the context's size right after the last compaction from that version's `meta` (`tokens_after`), so it holds across processes and restarts.
+//! Replay is offline: it carries plans out in memory with the same strategies, summarizer and checks the runtime uses (install validation included), so its figures are what the runtime would do.
 
 use std::time::Instant;
 

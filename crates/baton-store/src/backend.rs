@@ -31,6 +31,19 @@
 //! - A read job ([`Backend::read`]) sees one snapshot.
 //!
 //! Consumers never need this module: they hold a `Store` and call its domain operations.
+//!
+//! # Design
+//!
+//! Appends and installs are single `BEGIN IMMEDIATE` transactions, run on SQLite by the store's one writer thread (jobs queued together share one transaction, each in a savepoint), so no async worker waits on the write lock.
+//! Seqs are assigned from `runs.last_seq` inside the transaction, so they are gap-free and never reused under concurrent appenders in any number of processes.
+//! The install inserts the candidate, then moves the pointer with `UPDATE runs SET active_summary_id = new WHERE pk = run AND active_summary_id IS base`; if no row changed, the transaction is dropped and the insert rolls back with it.
+//! The busy timeout (30 s) makes writers in other processes wait for SQLite's write lock instead of failing.
+//! On PostgreSQL every write that changes a run first takes the run's row lock (`SELECT … FOR UPDATE`): appenders on different connections queue on it, so seqs stay gap-free and ordered, and an install's validation and its compare-and-swap see one state of the run.
+//! Row locks rather than `SERIALIZABLE`, because every check-then-act starts at the run row, so one lock orders all conflicting writers and there are no serialization failures to retry.
+//! Reads that assemble several rows (`context`, `read_range`, `summaries`) run in one `REPEATABLE READ READ ONLY` transaction, so the run, its summary and its tail come from one snapshot.
+//! A connection that failed because the server dropped it is taken out of the pool, so the operation after a fault reconnects.
+//! `synchronous = NORMAL` in WAL mode: a committed transaction survives the crash of the process; a power loss can lose the last transactions but never corrupts the file.
+//! That is SQLite's recommended setting for WAL; `FULL` would add an fsync to every commit.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -16,6 +16,14 @@
 //! The key is never a permission: every operation takes the caller's tenant and reaches only
 //! that tenant's rows, whatever key it names; authorization proper is the caller's policy hook
 //! (`baton-cache`), run before any of these is called.
+//!
+//! # Design
+//!
+//! `cache_entries`, `flights` and `calls` (schema v6) are keyed by tenant first; no read or write crosses tenants whatever key it names.
+//! A hit is one `UPDATE … RETURNING` that counts it; a body failing its SHA-256 is deleted in the same call and reported.
+//! A released flight keeps its row (lease 0), so a key's tokens never repeat and a holder that lost its lease can never renew or release a later holder's flight.
+//! `claim_flight` is the one check-then-act: on SQLite a `BEGIN IMMEDIATE` transaction (SQLite's write lock orders claimers in every process); on PostgreSQL `INSERT … ON CONFLICT DO NOTHING`, then a conditional `UPDATE … WHERE lease_expires_at <= now` for a takeover (the row lock makes a second taker re-check the renewed lease), so exactly one claimer leads and exactly one takes an expired lease over, with a higher token; renew and release act only for the current token.
+//! Waiters wait with `wait_flight` between looks at the cache (5 ms doubling to 200 ms). On PostgreSQL a release and a put `pg_notify` the schema's channel (`baton_flights_SCHEMA`, hashed when too long) in the same statement as the write, so the notification is delivered when it commits, and one `LISTEN` connection per store, outside the pool, opened on the first wait, wakes that key's waiters at once; without it (cannot connect, connection lost: reopened on a later wait) a wait sleeps its interval. SQLite polls with the same backoff. A notification is only a hint: a lost one (sent between a waiter's read and its next wait) costs one backoff interval, never correctness.
 
 use std::time::Duration;
 

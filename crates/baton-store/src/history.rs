@@ -5,6 +5,12 @@
 //! Every write is one job in one write transaction that starts by finding (on PostgreSQL,
 //! locking) the run's row, so all check-then-act on a run is ordered by that row: the checks
 //! below read the state the write will change, and nothing else can change it first.
+//!
+//! # Design
+//!
+//! Every move of a run's context goes through a compare-and-swap on one column of the run row: `active_summary_id` for installs and for `activate_summary` (rolling back or forward to any version of the run, which history never notices), and the `cleared_through`/`cleared_min_tokens` pair for `set_cleared` (which tool results the context shows as a stub; it only moves forward).
+//! A version keeps the `meta` its installer gave (strategy, sizes, retention audit) as opaque JSON; the store never interprets it.
+//! A pinned message (`pins`) is carried whole in the preamble when a summary covers it, so no strategy can drop it; it is rendered as text, so a pinned half of a tool call never breaks the pairing a provider checks.
 
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};

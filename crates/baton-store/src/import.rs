@@ -19,6 +19,14 @@
 //! so importers of one source take turns and the later ones find the first one's run, and a
 //! subagent and its parent imported at once are still linked. Extending a run then locks the
 //! run, like every write that changes one, and [`decide`] compares what is read under both.
+//!
+//! # Design
+//!
+//! `Store::import` takes one file's transcripts and stores them in one transaction: a file that fails stores nothing, and the CLI goes on with the next file.
+//! A tenant has at most one run per source key (`UNIQUE (tenant_id, source_key)` on `run_origins`), so the same session imported twice is found, not duplicated; a session that grew since is reported, and `--reimport` appends only what is new, after checking the stored digest against the new transcript's digest at the same length.
+//! On SQLite the file's `BEGIN IMMEDIATE` transaction serializes importers; on PostgreSQL an import first takes transaction-scoped advisory locks on every source key (and parent key) the file names, sorted, so concurrent importers of one source take turns and the later ones find the run, and a subagent and its parent imported at once still get linked.
+//! Secrets are redacted before anything is stored (`baton_import::redact`), and the count is kept with the run's origin.
+//! The compactions a source agent performed are events in `source_compactions`, placed after a seq; they are neither messages nor baton summaries.
 
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
 use baton_core::{Message, Run, RunId, RunStatus, Seq, TenantId, Timestamp};

@@ -17,6 +17,15 @@
 //!
 //! The ledger never reads the response cache, nor the cache the ledger: processing the same
 //! input again on purpose takes a new idempotency key.
+//!
+//! # Design
+//!
+//! `operations` and `attempts` (schema v7). Every ledger call is one transaction that starts by reading (on PostgreSQL, locking with `FOR UPDATE`) the operation's row, so all check-then-act on one operation is ordered by that row: on SQLite by `BEGIN IMMEDIATE`, on PostgreSQL by the row lock after `INSERT … ON CONFLICT DO NOTHING`; no `SERIALIZABLE` retries.
+//! A fence is issued once per holder (`begin` on a new key gives 1, or one more than the highest fence of the key's pruned operations, which `fence_marks` remembers; each takeover the next), and `heartbeat`/`publish` compare it inside the transaction, so a publish is never made by a worker that lost its lease: its attempt is closed `fenced_out` with what it tried to publish (the attempt that published keeps its record; the same outcome published again by its fence is answered with the record). `ops prune` removes only operations past their retention that no live lease holds, and a heartbeat extends retention to the end of the lease.
+//! Time comes from the caller (`now`): the CLI passes the clock, the tests drive it by hand, so lease expiry is tested without sleeping and the model test (the conformance suite's ledger model, on both backends) explores interleavings of begin, heartbeat, complete, fail and the clock.
+//! The agent's side-effecting tool calls are operations keyed `tool:RUN:TOOL_USE_ID`; their lease is long because nothing takes a tool call over (a running one found on resume is answered "interrupted").
+//! On SQLite both tables are `WITHOUT ROWID`, clustered on their keys, and `begin`/`publish` build the returned record in memory instead of reading it back: an insert is tried before any read in `begin`, and `publish` is a conditional `UPDATE … RETURNING` (`baton-bench`, section 10, measures the pair against a bare insert + update loop).
+//! On PostgreSQL the common paths are one statement each, in autocommit: `begin` on a new key inserts the operation and its first attempt in one `WITH … INSERT` (the attempt's foreign key is checked at the end of the statement), `publish` updates both under the fence in one `WITH … UPDATE`, and `heartbeat` is one conditional `UPDATE`; only the rare paths (a takeover, a fenced-out publish) take a transaction with `FOR UPDATE`. `baton-bench`'s section 11 measures the pair beside `pgbench`'s `simple-update`; and it means a worker paused in the middle of the common path holds no lock. For the rare paths, every baton session sets `idle_in_transaction_session_timeout = 10s` (unless the URL's `options` set it): a paused or stuck process cannot hold an operation's row lock, or a run's, for longer.
 
 use std::time::Duration;
 

@@ -16,6 +16,13 @@
 //! [`MAX_PHRASE_WORDS`] words lies whole inside one part. That keeps each PostgreSQL `tsvector`
 //! far below its 1 MB limit and its positions below 16,383 (beyond which phrase matching stops
 //! working), and gives SQLite the same parts, so both backends answer alike.
+//!
+//! # Design
+//!
+//! `Store::search` is a phrase search on whole words, in seq order, over the originals (summaries do not hide anything from it).
+//! SQLite indexes with FTS5 (`unicode61`, contentless), PostgreSQL with a `tsvector` column and a GIN index; both index the words baton itself produced, so tokenizer differences (PostgreSQL keeps `src/main.rs` as one token, FTS5 splits it) cannot make the backends disagree.
+//! The index is brought up to date by `search` itself, from a per-run "indexed through" mark: on SQLite 1,000 messages per write transaction, so appends (which need SQLite's one write lock) slip in between batches of a long run's first search; on PostgreSQL in one transaction holding the run's progress row, which appends never lock. Writing it inside `append` made a single-message append several times slower, and an index that only a search reads can be built when a search first needs it.
+//! The first search of a long run pays for indexing it.
 
 use baton_core::{ContentBlock, Entry, Message};
 use unicode_normalization::UnicodeNormalization;
