@@ -18,7 +18,7 @@
 //! where the backend's write transaction is not exclusive anyway (PostgreSQL: advisory locks),
 //! so importers of one source take turns and the later ones find the first one's run, and a
 //! subagent and its parent imported at once are still linked. Extending a run then locks the
-//! run, like every write that changes one, and [`decide`] compares what is read under both.
+//! run, like every write that changes one, and `decide` compares what is read under both.
 //!
 //! # Design
 //!

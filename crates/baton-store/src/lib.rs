@@ -258,7 +258,7 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
     /// [`Imported::Grown`] when the source has gained messages, which `reimport` appends
     /// ([`Imported::Extended`]). A source that no longer starts with what was imported from it,
     /// or whose run took other messages since, fails the whole file with
-    /// [`Error::Import`] ([`import::decide`] holds these rules once for every backend).
+    /// [`Error::Import`] (`import::decide` holds these rules once for every backend).
     ///
     /// A subagent transcript ([`Origin::parent_key`]) is linked to its parent's run, whichever
     /// of the two is imported first. Concurrent imports of one source, from any number of
