@@ -4,6 +4,9 @@
 //! Run it with `cargo run -p baton --example agent_loop`. The model here is a stand-in that
 //! runs a tool each turn; the storage, compaction and assembly are baton's own.
 
+// An example is a program: its output is what it shows.
+#![allow(clippy::print_stdout)]
+
 use baton::compact::Offline;
 use baton::compact::strategies::Structured;
 use baton::compact::trigger::Trigger;

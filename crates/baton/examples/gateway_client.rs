@@ -10,6 +10,9 @@
 //! BATON_URL=http://127.0.0.1:8700 BATON_KEY=bk_… cargo run -p baton --example gateway_client
 //! ```
 
+// An example is a program: its output is what it shows.
+#![allow(clippy::print_stdout)]
+
 use anyhow::Context as _;
 use serde_json::{Value, json};
 

@@ -2,6 +2,8 @@
 //! `gateway_client` against `baton serve`'s service on a loopback port with a real key.
 //! `cargo test` builds the examples next to this test binary; the test runs them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
