@@ -110,6 +110,7 @@ use tokio::runtime::Runtime;
 
 mod cache;
 mod compaction;
+mod continuity;
 mod gateway;
 mod import;
 mod ledger;
@@ -123,7 +124,7 @@ const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
   --quick   every measurement at a small size (CI smoke test; figures not comparable)
   --json    also print one JSON object with every figure, as the last line
   --only    run these sections alone: append, single, context, install, import, tokens,
-            compaction, cache, ledger, postgres, pg_ledger, gateway
+            compaction, continuity, cache, ledger, postgres, pg_ledger, gateway
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -160,7 +161,7 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "append",
     "single",
     "context",
@@ -168,6 +169,7 @@ const SECTIONS: [&str; 12] = [
     "import",
     "tokens",
     "compaction",
+    "continuity",
     "cache",
     "ledger",
     "postgres",
@@ -443,6 +445,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "import" => import::section(&rt, dir, quick, r, &mut out)?,
             "tokens" => tokens::section(quick, r, &mut out)?,
             "compaction" => compaction::section(&rt, dir, quick, r, &mut out)?,
+            "continuity" => continuity::section(&rt, dir, quick, r, &mut out)?,
             "cache" => cache::section(&rt, dir, quick, r, &mut out)?,
             "ledger" => ledger::section(&rt, dir, quick, r, &mut out)?,
             "postgres" => postgres::section(quick, r, &mut out)?,
@@ -1462,24 +1465,24 @@ impl Fill {
 /// A few claims citing seqs at or before `cut`.
 fn claims(cut: Seq) -> Vec<Claim> {
     vec![
-        Claim {
-            kind: ClaimKind::Goal,
-            text: "make the test suite pass without touching the public API".into(),
-            source_seq: Seq(1),
-        },
-        Claim {
-            kind: ClaimKind::Verified,
-            text: format!(
+        Claim::new(
+            ClaimKind::Goal,
+            "make the test suite pass without touching the public API",
+            Seq(1),
+        ),
+        Claim::new(
+            ClaimKind::Verified,
+            format!(
                 "the parser error reproduces as of seq {}",
                 cut.0.saturating_sub(3).max(1)
             ),
-            source_seq: Seq(cut.0.saturating_sub(3).max(1)),
-        },
-        Claim {
-            kind: ClaimKind::NextStep,
-            text: "rerun the suite with the lexer fix".into(),
-            source_seq: cut,
-        },
+            Seq(cut.0.saturating_sub(3).max(1)),
+        ),
+        Claim::new(
+            ClaimKind::NextStep,
+            "rerun the suite with the lexer fix",
+            cut,
+        ),
     ]
 }
 

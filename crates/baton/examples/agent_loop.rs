@@ -8,10 +8,11 @@
 #![allow(clippy::print_stdout)]
 
 use baton::compact::Offline;
-use baton::compact::strategies::Structured;
-use baton::compact::trigger::Trigger;
+use baton::compact::executor::Settings;
+use baton::compact::strategies::{ClearToolResults, Structured};
 use baton::core::ContentBlock;
 use baton::core::prices::PriceTable;
+use baton::core::tokens::ByteEstimate;
 use baton::runtime::{Compactor, Outcome, compact};
 use baton::{Message, NewEntry, NewRun, Role, TenantId};
 
@@ -45,12 +46,14 @@ async fn main() -> anyhow::Result<()> {
         keep_recent: 6,
         keep_tokens: None,
     };
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (settings, prices) = (Settings::default(), PriceTable::defaults());
     let compactor = Compactor {
         strategy: &strategy,
         summarizer: &Offline,
-        trigger: &trigger,
+        settings: &settings,
+        clear: ClearToolResults::default(),
         prices: &prices,
+        counter: &ByteEstimate,
         force: false,
         dry_run: false,
     };
