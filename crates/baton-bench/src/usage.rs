@@ -139,12 +139,12 @@ pub(crate) fn section(report_: &mut Report, out: &mut impl Write) -> anyhow::Res
     for (key, label, c) in [
         (
             "usage_daily_cost_gap",
-            "13 worst daily cost gap where tokens agree vs ccusage",
+            "14 worst daily cost gap where tokens agree vs ccusage",
             &d,
         ),
         (
             "usage_session_cost_gap",
-            "13 worst session cost gap where tokens agree vs ccusage",
+            "14 worst session cost gap where tokens agree vs ccusage",
             &s,
         ),
     ] {
@@ -158,7 +158,7 @@ pub(crate) fn section(report_: &mut Report, out: &mut impl Write) -> anyhow::Res
     }
     report_.figure(
         "usage_reports_ms",
-        "13 daily and session reports of the corpus's usage (ms)",
+        "14 daily and session reports of the corpus's usage (ms)",
         report_ms,
         Unit::Millis,
         None,

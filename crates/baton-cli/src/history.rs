@@ -301,7 +301,7 @@ pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow:
                 kind,
                 limit: args.limit,
             };
-            env.store.search(&env.tenant, &run, &query).await?
+            env.store.search(&env.tenant, &run, &query).await?.entries
         }
         (None, Some(what)) => {
             let (from, to) = parse_recall_range(what)?;

@@ -29,12 +29,16 @@ mod compaction;
 mod import;
 mod keys;
 mod ledger;
+mod ledger_model;
+mod text;
 pub use agent::*;
 pub use cache::*;
 pub use compaction::*;
 pub use import::*;
 pub use keys::*;
 pub use ledger::*;
+pub use ledger_model::*;
+pub use text::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
 #[async_trait]
@@ -76,6 +80,7 @@ macro_rules! conformance_tests {
             search_recalls_messages_a_summary_covers,
             search_finds_phrases_deep_in_long_messages,
             invalid_search_queries_are_errors,
+            prefix_search_matches_word_beginnings_and_is_suggested,
             search_on_a_long_run_returns_in_order,
             search_finds_messages_appended_after_a_search,
             concurrent_first_searches_index_each_message_once,
@@ -110,6 +115,8 @@ macro_rules! conformance_tests {
             concurrent_begins_and_takeovers_have_one_winner,
             expired_records_are_pruned_never_reused,
             a_repeated_publish_by_the_publishing_fence_changes_nothing,
+            the_ledger_keeps_its_invariants_over_random_interleavings,
+            text_with_a_nul_is_refused_alike_everywhere,
             api_keys_authenticate_their_tenant_until_revoked
         );
     };
@@ -1056,7 +1063,8 @@ fn query(pattern: &str, kind: Option<SearchKind>, limit: usize) -> SearchQuery {
     }
 }
 
-async fn found(
+/// The seqs a search finds (at most 1,000).
+pub async fn found(
     store: &dyn Store,
     t: &TenantId,
     run: &RunId,
@@ -1067,6 +1075,7 @@ async fn found(
         .search(t, run, &query(pattern, kind, 1000))
         .await
         .unwrap()
+        .entries
         .into_iter()
         .map(|e| e.seq.0)
         .collect()
@@ -1161,7 +1170,8 @@ pub async fn search_finds_phrases_in_text_tool_use_and_tool_result(h: &dyn Harne
     let hits = store
         .search(&t, &run, &query("timeout is set", None, 10))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     let stored = store
         .read_range(&t, &run, Seq(4), Some(Seq(4)))
         .await
@@ -1246,7 +1256,8 @@ pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
     let limited = store
         .search(&t, &run, &query("needle", None, 5))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(
         limited.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
         [1, 2, 3, 4, 5]
@@ -1254,7 +1265,8 @@ pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
     let one = store
         .search(&t, &run, &query("needle", Some(SearchKind::ToolResult), 1))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(one.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [2]);
     // A message matching in several kinds comes back once.
     store
@@ -1379,7 +1391,8 @@ pub async fn search_recalls_messages_a_summary_covers(h: &dyn Harness) {
             &query("from_secs", Some(SearchKind::ToolResult), 10),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].seq, Seq(3));
     assert_eq!(
@@ -1483,7 +1496,8 @@ pub async fn invalid_search_queries_are_errors(h: &dyn Harness) {
         let hits = store
             .search(&t, &run, &query(pattern, None, 10))
             .await
-            .unwrap();
+            .unwrap()
+            .entries;
         let want: &[u64] = if pattern.contains('x') || pattern.contains("NEAR") {
             &[]
         } else {
@@ -1495,6 +1509,57 @@ pub async fn invalid_search_queries_are_errors(h: &dyn Harness) {
             "{pattern:?}"
         );
     }
+}
+
+/// Issue 20, item 16: `word*` matches the words a word begins, in any place of a phrase and on
+/// both backends alike; when nothing matches whole words but the prefix form would, the search
+/// says so.
+pub async fn prefix_search_matches_word_beginnings_and_is_suggested(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "prefix").await;
+    assert_eq!(found(&*store, &t, &run, "resolv*", None).await, [2, 3, 4]);
+    assert_eq!(found(&*store, &t, &run, "CONN*", None).await, [1, 2, 3]);
+    assert_eq!(found(&*store, &t, &run, "conn* time*", None).await, [2, 3]);
+    assert_eq!(found(&*store, &t, &run, "src/net/res*", None).await, [2, 3]);
+    assert_eq!(found(&*store, &t, &run, "res* wait*", None).await, [4]);
+    let kind = Some(SearchKind::ToolResult);
+    assert_eq!(found(&*store, &t, &run, "res*", kind).await, [3]);
+    assert!(
+        found(&*store, &t, &run, "resolverz*", None)
+            .await
+            .is_empty()
+    );
+
+    let search = |pattern: &str| {
+        let query = query(pattern, None, 10);
+        let (store, t, run) = (store.clone(), t.clone(), run.clone());
+        async move { store.search(&t, &run, &query).await }
+    };
+    // No whole word `tim` or `db tim`; their prefix forms find something.
+    let none = search("tim").await.unwrap();
+    assert!(none.entries.is_empty());
+    assert_eq!(none.prefix_form.as_deref(), Some("tim*"));
+    let two = search("DB tim").await.unwrap();
+    assert!(two.entries.is_empty());
+    assert_eq!(two.prefix_form.as_deref(), Some("db* tim*"));
+    // A whole-word match, a prefix already asked for, or nothing either way: no suggestion.
+    let whole = search("timeout").await.unwrap();
+    assert_eq!(whole.entries.len(), 3);
+    assert_eq!(whole.prefix_form, None);
+    assert_eq!(search("zzz").await.unwrap().prefix_form, None);
+    assert_eq!(search("xq*").await.unwrap().prefix_form, None);
+    // The suggestion respects the kind asked for.
+    let text_only = store
+        .search(&t, &run, &query("connec", Some(SearchKind::ToolResult), 10))
+        .await
+        .unwrap();
+    assert_eq!(text_only.prefix_form.as_deref(), Some("connec*"));
+    let nowhere = store
+        .search(&t, &run, &query("wait", Some(SearchKind::ToolResult), 10))
+        .await
+        .unwrap();
+    assert_eq!(nowhere.prefix_form, None);
 }
 
 pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
@@ -1520,7 +1585,8 @@ pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
     let hits = store
         .search(&t, &run, &query("cache was stale", None, 5000))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(hits.iter().map(|e| e.seq.0).collect::<Vec<_>>(), expected);
     assert!(
         hits.iter()
@@ -1533,7 +1599,8 @@ pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
             &query("cache was stale", Some(SearchKind::Text), 3),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(
         first.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
         [7, 14, 21]
@@ -1617,11 +1684,13 @@ async fn search_concurrently(h: &dyn Harness, t: &TenantId, run: &RunId, at: u64
             let needle = store
                 .search(&t, &run, &query(&format!("needle {at}"), None, 10))
                 .await
-                .unwrap();
+                .unwrap()
+                .entries;
             let hay = store
                 .search(&t, &run, &query("hay bale", None, 10_000))
                 .await
-                .unwrap();
+                .unwrap()
+                .entries;
             (needle, hay)
         }));
     }

@@ -89,7 +89,8 @@ impl Error {
             | Error::InvalidQuery { .. }
             | Error::InvalidCache { .. }
             | Error::InvalidLedger { .. }
-            | Error::InvalidKey { .. } => ErrorKind::Invalid,
+            | Error::InvalidKey { .. }
+            | Error::InvalidText { .. } => ErrorKind::Invalid,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::SchemaTooNew { .. }
             | Error::Corrupt { .. }
@@ -117,6 +118,7 @@ impl Error {
             Error::InvalidCache { .. } => "invalid_cache",
             Error::InvalidLedger { .. } => "invalid_ledger",
             Error::InvalidKey { .. } => "invalid_key",
+            Error::InvalidText { .. } => "invalid_text",
             Error::Import(_) => "import_rejected",
             Error::InvalidId(_) => "invalid_id",
             Error::Backend(_) => "backend",

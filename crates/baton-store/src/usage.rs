@@ -16,6 +16,8 @@ use baton_core::usage::UsageRecord;
 use baton_core::{RunId, TenantId};
 
 use crate::Error;
+use crate::backend::{Backend, ImportRows};
+use crate::history::job;
 
 /// The usage records of one transcript, and where they belong.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -72,4 +74,18 @@ pub trait UsageStore: Send + Sync {
     /// (records without one first), one per response.
     async fn usage(&self, tenant: &TenantId, query: &UsageQuery)
     -> Result<Vec<StoredUsage>, Error>;
+}
+
+/// One read: the records are written by imports only.
+#[async_trait]
+impl<B: Backend> UsageStore for B {
+    async fn usage(
+        &self,
+        tenant: &TenantId,
+        query: &UsageQuery,
+    ) -> Result<Vec<StoredUsage>, Error> {
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read_one(job!(|tx| { tx.usage(&tenant, &query).await }))
+            .await
+    }
 }

@@ -10,7 +10,7 @@
 //! - [`report`] for `daily`, `weekly` and `monthly`, [`sessions`] for `session`, [`blocks`] for
 //!   `blocks` (5-hour windows, with burn rate and projection for the active one): each returns a
 //!   serializable report whose JSON has ccusage's field names ([`Report`], [`SessionReport`],
-//!   [`BlocksReport`]), and [`table`] draws them with ccusage's columns.
+//!   [`BlocksReport`]), and [`table()`] draws them with ccusage's columns.
 //! - [`parity`]: compares a report with ccusage's JSON for the same files.
 //!
 //! Pure: no IO, no clock (a blocks report takes "now" as an argument).

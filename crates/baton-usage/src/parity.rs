@@ -2,7 +2,7 @@
 //!
 //! [`layout`] says where a Claude Code session file goes under a `~/.claude/projects` tree so
 //! that ccusage names its sessions as baton does (by session id; a subagent's file under its
-//! parent session). [`compare`] lines up baton's `daily` or `session` rows with ccusage's
+//! parent session). `compare` lines up baton's `daily` or `session` rows with ccusage's
 //! `--json` output (ccusage 20's `period`, or older versions' `date`/`sessionId`) and lists
 //! every token count that differs and how far the costs are apart. The IO (writing the tree,
 //! running `npx ccusage`) is the caller's: `baton-bench` and this crate's tests.

@@ -26,7 +26,7 @@ const KINDS: [(&str, i32, u16); 5] = [
 
 /// Every variant of `baton_store::Error`, by its code (the variant's name in snake case), with
 /// its kind.
-const VARIANTS: [(&str, &str); 18] = [
+const VARIANTS: [(&str, &str); 19] = [
     ("unknown_tenant", "not_found"),
     ("run_not_found", "not_found"),
     ("summary_not_found", "not_found"),
@@ -40,6 +40,7 @@ const VARIANTS: [(&str, &str); 18] = [
     ("invalid_cache", "invalid"),
     ("invalid_ledger", "invalid"),
     ("invalid_key", "invalid"),
+    ("invalid_text", "invalid"),
     ("unavailable", "unavailable"),
     ("schema_too_new", "internal"),
     ("corrupt", "internal"),
@@ -329,6 +330,23 @@ fn walk(sb: &Sandbox) -> Walk {
             "--lease",
             "0s",
         ]),
+    );
+    // Stored text with a NUL, which PostgreSQL cannot hold: refused on both backends.
+    let rules = sb.file("rules-with-nul.md", "read\0only\n");
+    w.cli(
+        "invalid_text",
+        cli(&[
+            "runs",
+            "create",
+            "--id",
+            "nul",
+            "--rules",
+            rules.to_str().unwrap(),
+        ]),
+    );
+    w.http(
+        "invalid_text",
+        send("POST", "/v1/runs", r#"{"id":"nul","goal":"a\u0000b"}"#),
     );
     // Over HTTP the route checks a lease before the store does: a parameter it cannot use is
     // a 400, with no kind.

@@ -1,5 +1,6 @@
 //! The connection drops mid-transaction: the operation fails clearly, nothing is half-written,
-//! and the next operation reconnects (issue 3, "Network fault").
+//! and the next operation reconnects (issue 3, "Network fault"). A statement the server refuses
+//! is reported with its code and constraint, never with the values it carried (issue 20, 9).
 
 use baton_core::{Message, Role, Seq, TenantId};
 use baton_store::{NewEntry, NewRun, Store};
@@ -89,4 +90,43 @@ async fn a_killed_backend_fails_the_operation_and_the_next_one_reconnects() {
         .await
         .unwrap();
     assert_eq!(seqs, vec![Seq(2)], "no seq was burnt by the failed batch");
+}
+
+#[tokio::test]
+async fn a_refused_statement_names_its_code_and_constraint_never_its_values() {
+    let schema = TempSchema::new();
+    let store = schema.store().await;
+    let sql = format!(
+        "ALTER TABLE \"{}\".runs ADD CONSTRAINT no_secret_goals CHECK (goal NOT LIKE '%secret%')",
+        schema.name
+    );
+    schema.raw().await.batch_execute(&sql).await.unwrap();
+    let new = NewRun {
+        id: None,
+        goal: Some("the secret is hunter2".into()),
+        rules: None,
+    };
+    let err = store
+        .create_run(&TenantId::default_tenant(), &new)
+        .await
+        .unwrap_err();
+    // As logged: the error's text, its chain and its debug form alike.
+    let chain = {
+        let mut all = format!("{err} | {err:?}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            all.push_str(&format!(" | {cause} | {cause:?}"));
+            source = cause.source();
+        }
+        all
+    };
+    for part in [
+        "23514",
+        "no_secret_goals",
+        "table runs",
+        "violates check constraint",
+    ] {
+        assert!(chain.contains(part), "{part:?} missing from {chain}");
+    }
+    assert!(!chain.contains("hunter2"), "a value leaked: {chain}");
 }
