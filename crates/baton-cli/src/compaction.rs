@@ -383,6 +383,7 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
     how.trigger = config.trigger.clone();
     how.fixed_tokens = fixed;
     how.prices = prices;
+    how.measure = false; // the growth report shows neither probes nor retention
     let report = replay(&entries, &how);
     if report.steps.is_empty() {
         return Err(InvalidInput(format!(

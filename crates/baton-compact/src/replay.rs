@@ -33,6 +33,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_core::prices::PriceTable;
@@ -59,6 +60,11 @@ pub struct Replay {
     pub fixed_tokens: u64,
     /// Prices, for the trigger's cost policy.
     pub prices: PriceTable,
+    /// Whether each compaction is also measured: the continuity probes and the retention
+    /// audit (the report's `probes` and `retention`). They read the whole history covered so
+    /// far, so they make a replay quadratic in the run's length; the growth report, which
+    /// reports neither, turns them off. Nothing else the replay does depends on them.
+    pub measure: bool,
 }
 
 impl Replay {
@@ -71,6 +77,7 @@ impl Replay {
             every: 1,
             fixed_tokens: 0,
             prices: PriceTable::defaults(),
+            measure: true,
         }
     }
 }
@@ -133,6 +140,27 @@ struct State {
 
 /// Replays `entries` (a whole run's history, in seq order) under `config`.
 pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
+    let never = AtomicBool::new(false);
+    let (report, _) = replay_inner(entries, config, &never);
+    report
+}
+
+/// [`replay`], stopped early when `cancel` is set: the loop looks at the flag before every
+/// model call, so work whose caller has gone (a request that was dropped, timed out) ends
+/// within one step instead of running to the end. `None` when it was cancelled.
+pub fn replay_unless(
+    entries: &[Entry],
+    config: &Replay,
+    cancel: &AtomicBool,
+) -> Option<ReplayReport> {
+    match replay_inner(entries, config, cancel) {
+        (report, true) => Some(report),
+        (_, false) => None,
+    }
+}
+
+/// The replay and whether it ran to the end.
+fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (ReplayReport, bool) {
     let started = Instant::now();
     let metas: Vec<EntryMeta> = entries.iter().map(EntryMeta::of).collect();
     let mut state = State {
@@ -159,6 +187,9 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
     let mut calls = 0usize;
     for (i, entry) in entries.iter().enumerate() {
         if entry.message.role == Role::Assistant && i > 0 {
+            if cancel.load(Ordering::Relaxed) {
+                return (report, false);
+            }
             // The call that produced `entry` saw everything before it.
             let before = &entries[..i];
             let mut compacted = false;
@@ -180,14 +211,14 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
         full += u64::from(entry.tokens);
     }
     // The final context keeps what the user said too.
-    if let Some(last) = entries.last() {
+    if let Some(last) = entries.last().filter(|_| config.measure) {
         let cut = state.summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
         let claims = state.summary.as_ref().map_or(&[][..], |s| &s.claims[..]);
         let tail = tail_of(entries, cut);
         report.probes += probe(entries, cut.min(last.seq), claims, tail);
     }
     report.duration = started.elapsed();
-    report
+    (report, true)
 }
 
 /// The entries after `cut`.
@@ -328,8 +359,10 @@ fn step(
     let dropped = &before
         [before.partition_point(|e| e.seq <= coverage)..before.partition_point(|e| e.seq <= cut)];
     let kept = tail_of(before, cut);
-    report.retention += crate::audit::audit(dropped, &claims, kept);
-    report.probes += probe(before, cut, &claims, kept);
+    if config.measure {
+        report.retention += crate::audit::audit(dropped, &claims, kept);
+        report.probes += probe(before, cut, &claims, kept);
+    }
     let id = SummaryId(state.next_id);
     state.next_id += 1;
     state.summary = Some(Summary {

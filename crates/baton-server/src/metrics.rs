@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -64,6 +65,7 @@ pub struct Metrics {
     ledger_conflicts: Family<Code, Counter>,
     compactions: Family<Outcome, Counter>,
     tokens_saved: Family<Source, Counter>,
+    blocking: Gauge,
 }
 
 impl Default for Metrics {
@@ -115,8 +117,15 @@ impl Metrics {
             "Input tokens not sent upstream: by the cache (hits, coalesced calls) and by compaction",
             tokens_saved.clone(),
         );
+        let blocking = Gauge::default();
+        registry.register(
+            "blocking_tasks",
+            "CPU work running on the blocking pool (growth reports); it stops when its request is gone",
+            blocking.clone(),
+        );
         Metrics {
             registry,
+            blocking,
             requests,
             latency,
             cache,
@@ -160,6 +169,11 @@ impl Metrics {
                 source: source.to_owned(),
             })
             .inc_by(tokens);
+    }
+
+    /// The gauge of CPU work running on the blocking pool.
+    pub fn blocking_tasks(&self) -> Gauge {
+        self.blocking.clone()
     }
 
     /// The registry as Prometheus text.

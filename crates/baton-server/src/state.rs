@@ -109,6 +109,34 @@ impl AppState {
         }
     }
 
+    /// Runs CPU-bound `work` on the blocking pool and waits for it. `work` is handed a flag
+    /// that is set when the waiting future is dropped (the client hung up, the request timed
+    /// out), and must stop soon after it is set, returning `None`: work in `spawn_blocking`
+    /// cannot be cancelled from outside, so without the flag N abandoned requests would keep N
+    /// cores busy. The `baton_blocking_tasks` gauge counts the work running.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&AtomicBool) -> Option<T> + Send + 'static,
+    ) -> Result<Option<T>, tokio::task::JoinError> {
+        /// Sets the flag when dropped: when the request's future goes away.
+        struct CancelOnDrop(Arc<AtomicBool>);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        let gauge = self.metrics.blocking_tasks();
+        tokio::task::spawn_blocking(move || {
+            gauge.inc();
+            let done = work(&cancel);
+            gauge.dec();
+            done
+        })
+        .await
+    }
+
     /// Marks the server as shutting down: `/readyz` answers 503 from now on.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);

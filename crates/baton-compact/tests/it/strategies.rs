@@ -522,3 +522,62 @@ fn the_extractor_keeps_what_a_person_would_list() {
         texts.join("\n")
     );
 }
+
+/// Issue 20 item 1: the growth report's replay skips the probes and the audit, which read the
+/// whole history at every compaction; its steps must be exactly those of the measured replay.
+/// And a replay whose caller has gone stops at the next model call.
+#[test]
+fn r20_unmeasured_replay_has_the_same_steps_and_a_set_flag_stops_it() {
+    let mut entries = Vec::new();
+    for s in 1..=400u64 {
+        let role = if s % 2 == 1 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let text = match s % 7 {
+            1 => format!("Do not touch /etc/app{s}.conf. Run cargo test -p app{s}."),
+            3 => format!("Confirmed: the limit is {s} in src/limit{s}.rs."),
+            _ => format!("step {s} goes on "),
+        };
+        entries.push(Entry {
+            seq: Seq(s),
+            tokens: 40 + (s % 13) as u32,
+            message: Message::text(role, text.repeat(6)),
+            created_at: Timestamp(0),
+        });
+    }
+    let run = RunId::new("r").unwrap();
+    for name in baton_compact::config::STRATEGIES {
+        let mut config = CompactionConfig::named(name);
+        config.budget = Some(Budget {
+            max_tokens: 2_000,
+            target_tokens: None,
+        });
+        config.structured = Some(Structured {
+            threshold: 2_000,
+            keep_recent: 4,
+            keep_tokens: None,
+        });
+        config.summarize = Some(Summarize {
+            threshold: 2_000,
+            keep_recent: 4,
+            ..Default::default()
+        });
+        let measured = Replay::new(run.clone(), config.build().unwrap());
+        let mut unmeasured = measured.clone();
+        unmeasured.measure = false;
+        let a = replay(&entries, &measured);
+        let b = replay(&entries, &unmeasured);
+        assert_eq!(a.steps, b.steps, "{name}");
+        assert_eq!(a.compactions, b.compactions, "{name}");
+        assert_eq!(a.refused, b.refused, "{name}");
+        assert_eq!(b.probes, Default::default(), "{name}");
+
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        let whole = baton_compact::replay::replay_unless(&entries, &unmeasured, &flag).unwrap();
+        assert_eq!(whole.steps, b.steps, "{name}");
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(baton_compact::replay::replay_unless(&entries, &unmeasured, &flag).is_none());
+    }
+}

@@ -9,7 +9,10 @@
 //! a strategy (default `structured`), the input tokens of every model call with the whole
 //! transcript against the compacted context. A run without model calls (assistant messages)
 //! has an empty report. The replay runs on the blocking pool, since it is CPU work that grows
-//! with the run.
+//! with the run, and stops at the next model call once the request is gone
+//! ([`AppState::blocking`]); it skips the continuity probes and the retention audit, which the
+//! report does not show, so its cost is linear in the run's length for the strategies whose
+//! context stays bounded.
 
 use std::sync::Arc;
 
@@ -17,7 +20,7 @@ use axum::extract::State;
 use baton_cache::report::{self, Row, ToolCall};
 use baton_compact::config::{CompactionConfig, STRATEGIES};
 use baton_compact::growth::Growth;
-use baton_compact::replay::{Replay, replay};
+use baton_compact::replay::{Replay, replay_unless};
 use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
 use baton_store::Store;
@@ -243,9 +246,12 @@ async fn growth(
     let mut how = Replay::new(run.clone(), strategy);
     how.trigger = config.trigger.clone();
     how.fixed_tokens = fixed;
-    let replayed = tokio::task::spawn_blocking(move || replay(&entries, &how))
+    how.measure = false;
+    let replayed = state
+        .blocking(move |cancel| replay_unless(&entries, &how, cancel))
         .await
-        .map_err(|e| Problem::internal(&e))?;
+        .map_err(|e| Problem::internal(&e))?
+        .ok_or_else(|| Problem::internal(&"the growth replay was cancelled"))?;
     let growth = Growth::of(&replayed.strategy, &replayed.steps);
     let ratio = if growth.steps.is_empty() {
         0.0
