@@ -373,7 +373,7 @@ pub enum RunsCommand {
 /// Arguments of `runs create`.
 #[derive(Debug, Args)]
 pub struct CreateRunArgs {
-    /// The run's id (letters, digits, `-`, `_`, `.`, `:`); generated when absent.
+    /// The run's id (letters, digits, `-`, `_`, `.`, `:`; not `.` or `..`); generated when absent.
     #[arg(long)]
     pub id: Option<String>,
     /// What the agent is trying to do.

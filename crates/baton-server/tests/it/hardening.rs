@@ -7,7 +7,16 @@ use baton_core::{Message, Role, RunId, TenantId};
 use baton_server::Config;
 use baton_store::{NewEntry, NewRun};
 
-use crate::support::{Backend, TestServer};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::on_both_backends;
+use crate::support::{Backend, TestServer, send};
+
+on_both_backends!(
+    r20_4_out_of_range_ids_are_invalid_input,
+    r20_7_dot_ids_and_keys_are_refused,
+);
 
 fn acme() -> TenantId {
     TenantId::new("acme").unwrap()
@@ -105,4 +114,121 @@ async fn r20_1_growth_work_stops_when_its_request_is_gone() {
     let (status, body) = server.get(&path).await;
     assert_eq!(status, 503, "{body}");
     until_idle(&server, Duration::from_secs(3)).await;
+}
+
+/// Item 4: a number past the databases' range, in any id, seq or base a caller names, is
+/// invalid input (4xx, a problem naming the value), never a 500 "corrupt store".
+async fn r20_4_out_of_range_ids_are_invalid_input(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let (status, _) = server.post("/v1/runs", json!({"id": "r"})).await;
+    assert_eq!(status, 201);
+    let (status, _) = server
+        .post(
+            "/v1/runs/r/messages",
+            json!({"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, installed) = server
+        .post(
+            "/v1/runs/r/summaries",
+            json!({"base": null, "cut": 1, "claims": []}),
+        )
+        .await;
+    assert_eq!(status, 201, "{installed}");
+    let sid = installed["id"].as_u64().unwrap();
+    for big in [i64::MAX as u64 + 1, u64::MAX] {
+        let requests: Vec<(Method, String, Option<Value>)> = vec![
+            (
+                Method::POST,
+                format!("/v1/runs/r/summaries/{sid}/activate"),
+                Some(json!({"base": big})),
+            ),
+            (
+                Method::POST,
+                format!("/v1/runs/r/summaries/{big}/activate"),
+                Some(json!({"base": sid})),
+            ),
+            (
+                Method::POST,
+                "/v1/runs/r/summaries".to_owned(),
+                Some(json!({"base": big, "cut": 2, "claims": []})),
+            ),
+            (
+                Method::POST,
+                "/v1/runs/r/summaries".to_owned(),
+                Some(json!({"base": sid, "cut": big, "claims": []})),
+            ),
+            (
+                Method::POST,
+                "/v1/runs/r/summaries".to_owned(),
+                Some(
+                    json!({"base": sid, "cut": 2, "claims": [{"kind": "note", "text": "x", "source_seq": big}]}),
+                ),
+            ),
+            (Method::GET, format!("/v1/summaries/{big}"), None),
+            (Method::GET, format!("/v1/runs/r/messages/{big}"), None),
+            (Method::GET, format!("/v1/runs/r/messages?from={big}"), None),
+            (
+                Method::GET,
+                format!("/v1/runs/r/messages?from=1&to={big}"),
+                None,
+            ),
+            (Method::PUT, format!("/v1/runs/r/pins/{big}"), None),
+        ];
+        for (method, path, body) in requests {
+            let mut request = server.req(method.clone(), &path);
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            let (status, answer) = send(request).await;
+            // A range past the end reads what there is; everything else is refused.
+            if path.contains("messages?") {
+                assert_eq!(status, 200, "{method} {path}: {answer}");
+                continue;
+            }
+            assert!(
+                (400..500).contains(&status),
+                "{method} {path} {body:?}: {status} {answer}"
+            );
+            assert!(answer["type"].is_string(), "{method} {path}: {answer}");
+        }
+    }
+    // Unpinning what is not pinned changes nothing, whatever the number.
+    let (status, unpinned) =
+        send(server.req(Method::DELETE, &format!("/v1/runs/r/pins/{}", u64::MAX))).await;
+    assert_eq!(
+        (status, &unpinned["changed"]),
+        (200, &json!(false)),
+        "{unpinned}"
+    );
+    // Nothing moved: the summary installed first is still the active one.
+    let (_, run) = server.get("/v1/runs/r").await;
+    assert_eq!(run["active_summary_id"], sid, "{run}");
+}
+
+/// Item 7: `.` and `..` are path segments: no client can address a run or an operation named
+/// so, so neither may be created.
+async fn r20_7_dot_ids_and_keys_are_refused(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    for dots in [".", ".."] {
+        let (status, problem) = server.post("/v1/runs", json!({"id": dots})).await;
+        assert_eq!(status, 400, "{problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("'..'"),
+            "{problem}"
+        );
+        let (status, problem) = send(
+            server
+                .req(Method::POST, "/v1/operations")
+                .header("idempotency-key", dots)
+                .json(&json!({"request": {"to": "x"}, "owner": "w"})),
+        )
+        .await;
+        assert_eq!(status, 400, "{problem}");
+    }
+    let (_, runs) = server.get("/v1/runs").await;
+    assert_eq!(runs["runs"], json!([]));
+    let (_, ops) = server.get("/v1/operations").await;
+    assert_eq!(ops["operations"], json!([]), "{ops}");
 }
