@@ -61,6 +61,7 @@ mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -400,7 +401,8 @@ fn fingerprint(headers: &HeaderMap, credentials: &[&str]) -> String {
 /// otherwise with the recorded response, the upstream's error or a problem.
 async fn answer(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
     let (live_tx, live_rx) = oneshot::channel::<Live>();
-    let task = tokio::spawn(run(call.clone(), live_tx, idempotency));
+    let led = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(run(call.clone(), live_tx, idempotency, led.clone()));
     if let Ok(live) = live_rx.await {
         let outcome = executed(&call.policy);
         call.state.metrics.cache(outcome);
@@ -420,7 +422,14 @@ async fn answer(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
             }
             recorded_response(answered.value, outcome)
         }
-        Ok(Err(err)) => error_response(&err),
+        Ok(Err(err)) => {
+            // A caller that never ran the upstream call shared a leader's failure.
+            let outcome = match led.load(Ordering::Relaxed) {
+                true => "miss",
+                false => "coalesced",
+            };
+            error_response(&err, outcome)
+        }
         Err(join) => Problem::internal(&join).into_response(),
     }
 }
@@ -437,10 +446,12 @@ async fn run(
     call: Arc<Call>,
     live: oneshot::Sender<Live>,
     idempotency: Option<Idempotency>,
+    led: Arc<AtomicBool>,
 ) -> Result<Answered<Recorded>, CallError> {
     let held = Held::default();
     let request = call.request();
     let through_cache = call.cache.call(&request, &call.policy, || {
+        led.store(true, Ordering::Relaxed);
         upstream::fetch(&call, Some(live), &held)
     });
     let Some(idempotency) = idempotency else {
@@ -490,8 +501,9 @@ fn recorded_response(recorded: Recorded, outcome: &'static str) -> Response {
     response
 }
 
-/// A failed call: the upstream's own error response, or a problem.
-fn error_response(err: &CallError) -> Response {
+/// A failed call: the upstream's own error response, or a problem; `outcome` is `miss` for
+/// the caller that made the call, `coalesced` for one that shared its failure.
+fn error_response(err: &CallError, outcome: &'static str) -> Response {
     let problem = match err {
         CallError::Upstream(cause) => match cause.downcast_ref::<UpstreamError>() {
             Some(UpstreamError::Status {
@@ -509,7 +521,7 @@ fn error_response(err: &CallError) -> Response {
                 if let Some(value) = retry_after {
                     headers.insert(header::RETRY_AFTER, value.clone());
                 }
-                headers.insert(CACHE_HEADER, HeaderValue::from_static("miss"));
+                headers.insert(CACHE_HEADER, HeaderValue::from_static(outcome));
                 return response;
             }
             Some(upstream) => upstream.problem(),
@@ -543,6 +555,6 @@ fn error_response(err: &CallError) -> Response {
     let mut response = problem.into_response();
     response
         .headers_mut()
-        .insert(CACHE_HEADER, HeaderValue::from_static("miss"));
+        .insert(CACHE_HEADER, HeaderValue::from_static(outcome));
     response
 }

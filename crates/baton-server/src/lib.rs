@@ -9,14 +9,19 @@
 //! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
 //!   draining), `/metrics` ([`metrics`]).
 //!
-//! Around every route: a request id (`x-request-id`, kept from the caller when given, else a
-//! UUIDv7, echoed on the response and in every log line of the request), a body limit, a
-//! timeout for API routes, and problem+json for every error ([`problem`]), also for a route or
-//! method that does not exist. Logs never carry headers, so no key reaches them.
+//! Around every route: a request id (`x-request-id`, kept from the caller when given, cut to
+//! 128 safe characters, else a UUIDv7, echoed on the response and in every log line of the
+//! request), a body limit (413 at once on a declared length over it) and a body deadline (408)
+//! ([`limits`]), a timeout for API routes, and problem+json for every error ([`problem`]), also
+//! for a route or method that does not exist and for what hyper rejects before any route.
+//! Connections have a header-read and an idle timeout and a cap. Logs never carry headers, so
+//! no key reaches them.
 
 pub mod api;
 pub mod auth;
+mod conn;
 pub mod gateway;
+pub mod limits;
 pub mod metrics;
 pub mod problem;
 pub mod state;
@@ -71,6 +76,7 @@ pub fn app(state: Arc<AppState>) -> Router {
             state.clone(),
             metrics::track,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), limits::body))
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
@@ -92,6 +98,7 @@ pub fn app(state: Arc<AppState>) -> Router {
                 }),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(middleware::from_fn(limits::request_id))
         .with_state(state)
 }
 
@@ -101,20 +108,14 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then stops taking connections and
-/// lets the requests in flight finish (each one's store writes are whole or absent).
+/// lets the requests in flight finish (each one's store writes are whole or absent). Each
+/// connection lives by the configured timeouts and cap (see `conn`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let draining = state.clone();
-    let served = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            draining.drain();
-            tracing::info!("shutting down: finishing the requests in flight");
-        })
-        .await;
+    let served = conn::serve(listener, state.clone(), app(state.clone()), shutdown).await;
     // The requests have finished; their call-log lines may still be queued.
     state.flush_logs().await;
     served

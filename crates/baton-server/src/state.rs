@@ -29,6 +29,15 @@ pub struct Config {
     pub gateway_tenant: Option<TenantId>,
     /// How long the gateway's cached answers are served.
     pub cache_ttl: Duration,
+    /// How long a request's head may take to arrive once its first byte has (the connection
+    /// is closed after it).
+    pub header_read_timeout: Duration,
+    /// How long a connection with no request in flight may send nothing before it is closed.
+    pub idle_timeout: Duration,
+    /// How long a request's body may take to arrive whole once the handler reads it (408).
+    pub body_read_timeout: Duration,
+    /// The most connections served at once; the next ones are answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -41,6 +50,10 @@ impl Default for Config {
             upstream_anthropic: None,
             gateway_tenant: None,
             cache_ttl: baton_cache::DEFAULT_TTL,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(20),
+            max_connections: 1024,
         }
     }
 }
