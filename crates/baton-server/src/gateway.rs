@@ -206,6 +206,7 @@ async fn prepare(
 ) -> Result<(Arc<Call>, Option<String>), Problem> {
     let vendor = vendor(format);
     let (tenant, shared_tenant) = tenant(&state, headers).await?;
+    tracing::Span::current().record("tenant", tenant.as_str());
     let (base, flag, path) = match format {
         Format::OpenAi => (
             state.config.upstream_openai.as_deref(),
@@ -400,6 +401,20 @@ fn fingerprint(headers: &HeaderMap, credentials: &[&str]) -> String {
 /// Runs the call on a task of its own and answers: live when this caller leads a stream,
 /// otherwise with the recorded response, the upstream's error or a problem.
 async fn answer(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
+    let span = tracing::Span::current();
+    span.record("model", call.model.as_str());
+    let response = answer_inner(call, idempotency).await;
+    if let Some(outcome) = response
+        .headers()
+        .get(CACHE_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        span.record("cache", outcome);
+    }
+    response
+}
+
+async fn answer_inner(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
     let (live_tx, live_rx) = oneshot::channel::<Live>();
     let led = Arc::new(AtomicBool::new(false));
     let task = tokio::spawn(run(call.clone(), live_tx, idempotency, led.clone()));

@@ -38,7 +38,7 @@ use axum::routing::get;
 use baton_store::keys::KeyHash;
 use serde_json::json;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnRequest, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnRequest, TraceLayer};
 
 pub use state::{AppState, Config};
 
@@ -82,18 +82,32 @@ pub fn app(state: Arc<AppState>) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .on_request(DefaultOnRequest::new().level(tracing::Level::DEBUG))
-                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
+                .on_response(
+                    |response: &Response, latency: std::time::Duration, _: &tracing::Span| {
+                        // Latency as a number, so a JSON log is queried without parsing units.
+                        tracing::info!(
+                            status = response.status().as_u16(),
+                            latency_ms = latency.as_secs_f64() * 1000.0,
+                            "finished processing request"
+                        );
+                    },
+                )
                 .make_span_with(|request: &Request| {
                     let id = request
                         .headers()
                         .get(REQUEST_ID)
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("-");
+                    // `route`, `tenant`, `cache` and `model` are recorded once known.
                     tracing::info_span!(
                         "request",
                         request_id = %id,
                         method = %request.method(),
                         path = %request.uri().path(),
+                        route = tracing::field::Empty,
+                        tenant = tracing::field::Empty,
+                        cache = tracing::field::Empty,
+                        model = tracing::field::Empty,
                     )
                 }),
         )

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::Sandbox;
 
 /// One HTTP/1.1 request on a new connection; the status and the body.
-fn http(
+pub fn http(
     addr: &str,
     method: &str,
     path: &str,
@@ -45,9 +45,9 @@ fn http(
     (status, body)
 }
 
-struct Served {
-    child: Child,
-    addr: String,
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
 }
 
 fn serve(sb: &Sandbox, extra: &[&str]) -> Served {
@@ -71,7 +71,7 @@ fn serve(sb: &Sandbox, extra: &[&str]) -> Served {
     Served { child, addr }
 }
 
-fn terminate(served: &mut Served) {
+pub fn terminate(served: &mut Served) {
     let pid = served.child.id().to_string();
     assert!(
         std::process::Command::new("kill")
@@ -82,7 +82,7 @@ fn terminate(served: &mut Served) {
     );
 }
 
-fn wait(mut served: Served) -> (i32, String, String) {
+pub fn wait(mut served: Served) -> (i32, String, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = served.child.try_wait().unwrap() {
@@ -109,7 +109,7 @@ fn wait(mut served: Served) -> (i32, String, String) {
     }
 }
 
-fn create_key(sb: &Sandbox, tenant: &str) -> String {
+pub fn create_key(sb: &Sandbox, tenant: &str) -> String {
     let made = sb
         .run(&["--tenant", tenant, "keys", "create", "--label", "test"])
         .ok();
@@ -207,7 +207,7 @@ fn serve_answers_over_a_socket_logs_json_and_stops_on_sigterm() {
 }
 
 /// A mock OpenAI upstream that answers every request after `delay`, once per connection.
-fn slow_upstream(delay: Duration) -> String {
+pub fn slow_upstream(delay: Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {

@@ -530,3 +530,73 @@ async fn r20_10_followers_of_a_failed_leader_are_coalesced(backend: Backend) {
         "{labels:?}"
     );
 }
+
+/// Item 11: `/metrics` speaks the Prometheus text format unless OpenMetrics is asked for, so
+/// `promtool check metrics` passes; the ledger's conflicts and the compactions are counted
+/// from the start, at 0.
+#[tokio::test]
+async fn r20_11_metrics_negotiate_the_format_and_start_at_zero() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    server.get("/v1/runs").await;
+    let scrape = |accept: &'static str| {
+        let request = server
+            .client
+            .get(server.url("/metrics"))
+            .header("accept", accept);
+        async move {
+            let response = request.send().await.unwrap();
+            let content_type = response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            (content_type, response.text().await.unwrap())
+        }
+    };
+    let (content_type, text) = scrape("text/plain").await;
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+    for zero in [
+        r#"baton_ledger_conflicts_total{code="mismatch"} 0"#,
+        r#"baton_ledger_conflicts_total{code="fenced_out"} 0"#,
+        r#"baton_compactions_total{outcome="compacted"} 0"#,
+        r#"baton_cache_requests_total{outcome="coalesced"} 0"#,
+    ] {
+        assert!(text.contains(zero), "no {zero} in {text}");
+    }
+    assert!(
+        text.contains("# TYPE baton_http_requests_total counter"),
+        "{text}"
+    );
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; `cargo xtask test` installs it)");
+    use std::io::Write as _;
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    let (content_type, text) =
+        scrape("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5").await;
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+}
