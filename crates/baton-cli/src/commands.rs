@@ -583,12 +583,18 @@ async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyhow::R
             .await?;
         let map = ProtocolMap::analyze(Seq::ZERO, &window);
         let problems = map.problems();
+        let entries = env
+            .store
+            .read_range(&env.tenant, &run, Seq(1), None)
+            .await?;
+        let between = crate::check::user_between(&entries);
         if env.json {
-            print_json(
-                out,
-                &json!({ "messages": window.len(), "problems": problems }),
-            )?;
-        } else if problems.is_empty() {
+            let mut all = serde_json::to_value(problems)?;
+            if let Some(list) = all.as_array_mut() {
+                list.extend(between.iter().filter_map(|b| serde_json::to_value(b).ok()));
+            }
+            print_json(out, &json!({ "messages": window.len(), "problems": all }))?;
+        } else if problems.is_empty() && between.is_empty() {
             writeln!(out, "ok: {} messages, every tool call paired", window.len())?;
         } else {
             for problem in problems {
@@ -612,11 +618,18 @@ async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyhow::R
                 };
                 writeln!(out, "{line}")?;
             }
+            for b in &between {
+                let (seq, id) = (b.seq, &b.tool_use_id);
+                writeln!(
+                    out,
+                    "seq {seq}: a user message between tool_use {id} and its tool_result"
+                )?;
+            }
         }
-        if !problems.is_empty() {
+        if !problems.is_empty() || !between.is_empty() {
             return Err(anyhow!(
                 "history check: {} tool-pairing problem(s) in run {run}",
-                problems.len()
+                problems.len() + between.len()
             ));
         }
         return Ok(());

@@ -4,6 +4,7 @@
 mod args;
 mod call;
 mod chat;
+mod check;
 mod commands;
 mod compaction;
 mod demo;

@@ -134,3 +134,77 @@ fn r20_11_18_serve_from_the_environment_logs_request_fields() {
         "a provider key in the log"
     );
 }
+
+/// Item 13: `baton chat --run` on a cancelled run refuses before any model call (the scripted
+/// provider would answer; nothing reaches it and the call log stays empty).
+#[test]
+fn r20_13_chat_refuses_a_cancelled_run_before_calling_the_model() {
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "done"]).ok();
+    sb.run_with_stdin(
+        &["append", "done"],
+        "{\"role\":\"user\",\"content\":\"waiting for a reply\"}\n",
+    )
+    .ok();
+    sb.run(&["runs", "cancel", "done"]).ok();
+    let script = sb.file(
+        "script.json",
+        &serde_json::json!({"turns": [{"reply": {"text": "a paid answer"}}, {"reply": {"text": "another"}}]}).to_string(),
+    );
+    let work = sb.dir.path().display().to_string();
+    sb.run(&[
+        "chat",
+        "--run",
+        "done",
+        "--provider",
+        "scripted",
+        "--script",
+        script.to_str().unwrap(),
+        "--workdir",
+        &work,
+        "--strategy",
+        "none",
+        "-m",
+        "and now?",
+    ])
+    .fails(3, "run \"done\" is cancelled");
+    let log = sb.run(&["--json", "report", "duplicates"]).ok().json();
+    assert_eq!(
+        log["rows"],
+        serde_json::json!([]),
+        "a model call was made: {log}"
+    );
+    let history = sb.run(&["--json", "history", "done"]).ok().json();
+    assert_eq!(history["messages"].as_array().unwrap().len(), 1);
+}
+
+/// Item 17: `history --check` reports a user message placed between a tool call and its
+/// result, which every provider refuses.
+#[test]
+fn r20_17_history_check_reports_a_user_message_inside_a_tool_call() {
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "r"]).ok();
+    let lines = [
+        r#"{"role":"user","content":"list the files"}"#,
+        r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"ls","input":{}}]}"#,
+        r#"{"role":"user","content":"actually, hurry"}"#,
+        r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.txt"}]}"#,
+    ];
+    sb.run_with_stdin(&["append", "r"], &(lines.join("\n") + "\n"))
+        .ok();
+    let checked = sb.run(&["history", "r", "--check"]);
+    assert_eq!(checked.code, 1, "{}", checked.stderr);
+    assert!(
+        checked
+            .stdout
+            .contains("seq 3: a user message between tool_use t1 and its tool_result"),
+        "{}",
+        checked.stdout
+    );
+    let json = sb.run(&["--json", "history", "r", "--check"]);
+    assert_eq!(json.code, 1);
+    assert_eq!(
+        json.json()["problems"],
+        serde_json::json!([{"kind": "user_between_use_and_result", "seq": 3, "tool_use_id": "t1"}])
+    );
+}
