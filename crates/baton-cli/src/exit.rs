@@ -50,6 +50,9 @@ pub fn code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<OpConflict>().is_some() {
             return CONFLICT;
         }
+        if let Some(failed) = cause.downcast_ref::<crate::ops::CommandFailed>() {
+            return failed.code;
+        }
         if cause.downcast_ref::<InvalidCandidate>().is_some()
             || cause.downcast_ref::<InvalidInput>().is_some()
             || cause.downcast_ref::<baton_core::Error>().is_some()

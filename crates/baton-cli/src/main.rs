@@ -14,6 +14,7 @@ mod exit;
 mod import;
 mod ops;
 mod serve;
+mod supervise;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -21,6 +22,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    if let Some(code) = supervise::from_args() {
+        return code;
+    }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

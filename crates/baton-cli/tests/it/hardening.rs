@@ -208,3 +208,109 @@ fn r20_17_history_check_reports_a_user_message_inside_a_tool_call() {
         serde_json::json!([{"kind": "user_between_use_and_result", "seq": 3, "tool_use_id": "t1"}])
     );
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs nothing).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// Item 12: `ops run`'s command dies with baton (a SIGKILL included), with everything it
+/// started; a command that cannot start is recorded failed at once; `ops run` exits with the
+/// command's code; the stored output is capped.
+#[test]
+fn r20_12_ops_run_the_command_dies_with_baton() {
+    let sb = Sandbox::new();
+    let pids = sb.dir.path().join("pids");
+    let script = format!(
+        "echo $$ > {0}.sh; sleep 60 & echo $! > {0}.bg; wait",
+        pids.display()
+    );
+    let mut baton = sb
+        .command(&[
+            "ops", "run", "long", "--lease", "30s", "--", "sh", "-c", &script,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let read = |ext: &str| std::fs::read_to_string(format!("{}.{ext}", pids.display()));
+    while read("bg").map_or(true, |p| p.trim().is_empty()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (shell, sleeper) = (read("sh").unwrap(), read("bg").unwrap());
+    let (shell, sleeper) = (shell.trim(), sleeper.trim());
+    assert!(!gone(shell) && !gone(sleeper));
+    baton.kill().unwrap(); // SIGKILL: no handler of baton's runs
+    baton.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while !(gone(shell) && gone(sleeper)) {
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(5),
+            "the command outlived baton: sh {shell} and sleep {sleeper} still run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // A command that cannot start: failed at once, not running until its lease ends.
+    let started = std::time::Instant::now();
+    let ran = sb.run(&[
+        "ops",
+        "run",
+        "nope",
+        "--lease",
+        "1h",
+        "--",
+        "/nonexistent/tool",
+        "x",
+    ]);
+    assert_eq!(ran.code, 127, "{}", ran.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let op = sb.run(&["--json", "ops", "show", "nope"]).ok().json();
+    assert_eq!(op["status"], "failed", "{op}");
+    assert!(
+        op["error"].as_str().unwrap().contains("/nonexistent/tool"),
+        "{op}"
+    );
+
+    // The command's own exit code.
+    sb.run(&[
+        "ops",
+        "run",
+        "seven",
+        "--",
+        "sh",
+        "-c",
+        "echo broke >&2; exit 7",
+    ])
+    .fails(7, "the command failed: broke (exit status 7)");
+
+    // Output past the cap is stored cut, and says so.
+    sb.run(&[
+        "ops",
+        "run",
+        "big",
+        "--",
+        "sh",
+        "-c",
+        "head -c 300000 /dev/zero | tr '\\0' x",
+    ])
+    .ok();
+    let op = sb.run(&["--json", "ops", "show", "big"]).ok().json();
+    assert_eq!(
+        op["result"]["truncated"], true,
+        "{}",
+        op["result"]["stdout_bytes"]
+    );
+    assert_eq!(op["result"]["stdout_bytes"], 300_000);
+    assert_eq!(op["result"]["stdout"].as_str().unwrap().len(), 64 * 1024);
+}
