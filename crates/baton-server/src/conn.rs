@@ -277,10 +277,11 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.replacing.is_none() && this.activity.in_flight.load(Ordering::Relaxed) == 0 {
-            if let Some(status) = bare_error(buf) {
-                this.replacing = Some((problem_response(status), 0, buf.len()));
-            }
+        if this.replacing.is_none()
+            && this.activity.in_flight.load(Ordering::Relaxed) == 0
+            && let Some(status) = bare_error(buf)
+        {
+            this.replacing = Some((problem_response(status), 0, buf.len()));
         }
         let Some((bytes, written, stands_for)) = &mut this.replacing else {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
