@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// baton: durable, bounded context for LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "baton", version, about, propagate_version = true)]
+#[command(name = "baton", version = crate::settings::VERSION, about, propagate_version = true)]
 pub struct Cli {
     /// The store: a SQLite file path (or `sqlite://PATH`), or `postgres://…[?schema=NAME]`.
     /// Default: `$BATON_DB`, else `$XDG_DATA_HOME/baton/baton.db`, created on first use.
@@ -101,6 +101,16 @@ pub enum Command {
     /// The API keys of the HTTP service: create (printed once), list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (also elvish, powershell).
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Arguments of `serve`.

@@ -166,6 +166,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         Command::Migrate => return migrate(cli.db.as_deref(), cli.json, out).await,
         Command::Doctor => return doctor(cli.db.as_deref(), cli.json, out).await,
+        Command::Completions(args) => return crate::settings::completions(args.shell, out),
         _ => {}
     }
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
@@ -209,7 +210,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Demo(_) => Box::pin(crate::demo_session::run(&env, cli.db.as_deref(), out)).await,
         Command::Serve(args) => crate::serve::run(&env, args, out).await,
         Command::Keys(command) => crate::serve::keys(&env, command, out).await,
-        Command::Migrate | Command::Doctor => Ok(()),
+        Command::Migrate | Command::Doctor | Command::Completions(_) => Ok(()),
     }
 }
 

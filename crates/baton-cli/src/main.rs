@@ -14,18 +14,21 @@ mod exit;
 mod import;
 mod ops;
 mod serve;
+mod settings;
 mod supervise;
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
-
-use clap::Parser;
 
 fn main() -> ExitCode {
     if let Some(code) = supervise::from_args() {
         return code;
     }
-    let cli = match args::Cli::try_parse() {
+    let parsed = match settings::parse() {
+        Ok(parsed) => parsed,
+        Err(err) => return fail(&err),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() {
@@ -75,8 +78,11 @@ fn init_tracing(cli: &args::Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a person at a terminal, and never with NO_COLOR set.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
         builder

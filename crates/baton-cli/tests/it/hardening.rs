@@ -314,3 +314,136 @@ fn r20_12_ops_run_the_command_dies_with_baton() {
     assert_eq!(op["result"]["stdout_bytes"], 300_000);
     assert_eq!(op["result"]["stdout"].as_str().unwrap().len(), 64 * 1024);
 }
+
+/// Item 18: shell completions, the commit in `--version`, a configuration file under
+/// `$XDG_CONFIG_HOME` that flags and the environment override, and no ANSI colours in logs
+/// that go to a pipe.
+#[test]
+fn r20_18_completions_version_config_file_and_no_colours_off_a_terminal() {
+    let sb = Sandbox::new();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef baton"),
+        ("fish", "complete -c baton"),
+    ] {
+        let script = sb.run(&["completions", shell]).ok().stdout;
+        assert!(script.contains(marker), "{shell}: {script:.200}");
+        assert!(
+            script.contains("ops"),
+            "{shell}: the subcommands are completed"
+        );
+    }
+    sb.run(&["completions", "tcsh"]).fails(2, "tcsh");
+
+    let version = sb.run(&["--version"]).ok().stdout;
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(head.len(), 12, "the tests run in a git checkout");
+    assert!(
+        version.starts_with(&format!("baton 0.0.0 (commit {head}")),
+        "{version}"
+    );
+
+    // The file gives defaults; BATON_* and flags override it.
+    let home = sb.dir.path().join("xdg");
+    std::fs::create_dir_all(home.join("baton")).unwrap();
+    std::fs::write(
+        home.join("baton/config.toml"),
+        "tenant = \"from-file\"\n[serve]\nmax_connections = 0\n",
+    )
+    .unwrap();
+    let with_file = |args: &[&str], tenant_env: Option<&str>| {
+        let mut cmd = sb.command(args);
+        cmd.env_remove("BATON_CONFIG_FILE")
+            .env("XDG_CONFIG_HOME", &home);
+        if let Some(t) = tenant_env {
+            cmd.env("BATON_TENANT", t);
+        }
+        crate::support::ran(cmd.output().unwrap())
+    };
+    let run = with_file(&["--json", "runs", "create", "--id", "c1"], None)
+        .ok()
+        .json();
+    assert_eq!(run["tenant"], "from-file");
+    let run = with_file(
+        &["--json", "runs", "create", "--id", "c2"],
+        Some("from-env"),
+    )
+    .ok()
+    .json();
+    assert_eq!(run["tenant"], "from-env");
+    let run = with_file(
+        &[
+            "--json",
+            "--tenant",
+            "from-flag",
+            "runs",
+            "create",
+            "--id",
+            "c3",
+        ],
+        Some("from-env"),
+    )
+    .ok()
+    .json();
+    assert_eq!(run["tenant"], "from-flag");
+    // `[serve]` reaches serve's own options (0 connections is refused as a value).
+    with_file(&["serve", "--addr", "127.0.0.1:0"], None).fails(4, "--max-connections");
+    std::fs::write(home.join("baton/config.toml"), "tenatn = \"typo\"\n").unwrap();
+    with_file(&["runs", "list"], None).fails(4, "tenatn: unknown key");
+    std::fs::write(home.join("baton/config.toml"), "[serve]\nadr = \"x\"\n").unwrap();
+    with_file(&["runs", "list"], None).fails(4, "[serve] adr: not an option of baton serve");
+
+    // Text logs to a pipe carry no colour codes.
+    let ran = sb.run(&[
+        "--json",
+        "ops",
+        "run",
+        "colour",
+        "--lease",
+        "3ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.05",
+    ]);
+    let mut served = std::process::Command::new(env!("CARGO_BIN_EXE_baton"));
+    served
+        .args([
+            "--db",
+            sb.db().to_str().unwrap(),
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+        ])
+        .env("BATON_CONFIG_FILE", "/nonexistent/baton-tests/config.toml")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = served.spawn().unwrap();
+    let mut first = String::new();
+    use std::io::BufRead as _;
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_owned();
+    let (status, _) = crate::serve::http(&addr, "GET", "/healthz", &[], "");
+    assert_eq!(status, 200);
+    let mut served = crate::serve::Served { child, addr };
+    crate::serve::terminate(&mut served);
+    let (code, _, err) = crate::serve::wait(served);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("finished processing request"), "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "colour codes in a log going to a pipe: {err:?}"
+    );
+    assert!(!ran.stderr.contains('\u{1b}'), "{:?}", ran.stderr);
+}
