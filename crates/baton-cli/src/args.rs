@@ -1,4 +1,4 @@
-//! The command line, as clap derive types. Parsing only; `commands` does the work.
+//! The command line, as clap derive types. Parsing only; `dispatch` hands each command to its module.
 
 use std::path::PathBuf;
 

@@ -13,7 +13,7 @@ use baton_provider::Request;
 use baton_store::CallOutcome;
 
 use crate::args::{CallArgs, ChatArgs, StrategyOpts, WireKind};
-use crate::commands::Env;
+use crate::env::Env;
 use crate::exit::InvalidInput;
 
 /// Runs `baton call`.

@@ -9,6 +9,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, anyhow};
 use baton_compact::config::CompactionConfig;
@@ -25,7 +26,7 @@ use baton_runtime::{Compactor, Outcome};
 use baton_store::{NewRun, SearchQuery};
 
 use crate::args::{ChatArgs, ProviderKind, SummarizerKind, WireKind};
-use crate::commands::Env;
+use crate::env::Env;
 use crate::exit::InvalidInput;
 
 /// A slash command.
@@ -98,8 +99,20 @@ impl Slash {
     }
 }
 
+/// Whether the session's transcript is left off stdout: `baton demo --json` prints one object
+/// instead.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Leaves the transcript off stdout for the rest of the process.
+pub fn quiet() {
+    QUIET.store(true, Ordering::Relaxed);
+}
+
 /// Writes a line to stdout (the session's transcript).
 fn say(text: &str) {
+    if QUIET.load(Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}");
     let _ = out.flush();
@@ -196,6 +209,9 @@ impl Observer for Printer {
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::Text(text) => {
+                if QUIET.load(Ordering::Relaxed) {
+                    return;
+                }
                 let mut out = std::io::stdout().lock();
                 let _ = write!(out, "{text}");
                 let _ = out.flush();

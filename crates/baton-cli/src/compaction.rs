@@ -15,11 +15,12 @@ use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
 use baton_core::{RunId, Seq};
 use baton_runtime::{Compactor, Outcome};
+use baton_view::GrowthReport;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::args::{CompactArgs, GrowthArgs, ReplayArgs, StrategyOpts};
-use crate::commands::{Env, print_json};
+use crate::env::{Env, print_json};
 use crate::exit::InvalidInput;
 
 /// A `--config` file: the `[compaction]` section and where prices come from.
@@ -397,7 +398,7 @@ pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow:
             .with_context(|| format!("--svg: writing {}", path.display()))?;
     }
     if env.json {
-        return print_json(out, &serde_json::to_value(&growth)?);
+        return print_json(out, &GrowthReport::of(&run, &growth));
     }
     writeln!(
         out,

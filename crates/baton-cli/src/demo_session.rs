@@ -11,7 +11,8 @@ use std::io::Write;
 use anyhow::Context as _;
 
 use crate::args::{ChatArgs, ProviderKind, StrategyOpts, WireKind};
-use crate::commands::Env;
+use crate::demo::Demo;
+use crate::env::{Env, print_json};
 
 const SCRIPT: &str = include_str!("demo_session.json");
 
@@ -32,7 +33,8 @@ const FILES: &[(&str, &str)] = &[
 ];
 
 /// Runs the demo session on `env`'s store.
-pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Result<()> {
+/// With `--json`, the session's transcript is not printed, and one object says what it left.
+pub async fn run(env: &Env, demo: &Demo<'_>, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("creating the demo's project directory")?;
     for (path, body) in FILES {
         let full = dir.path().join(path);
@@ -46,10 +48,9 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
     let script = dir.path().join("session.json");
     std::fs::write(&script, SCRIPT)?;
     let run = format!("demo-{}", baton_store::generate_run_id()?);
-    let shown_db = match db {
-        Some(db) => baton_postgres::redact(db),
-        None => crate::commands::default_db()?.display().to_string(),
-    };
+    let shown_db = demo.shown_db()?;
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if demo.json { &mut sink } else { &mut *stdout };
     writeln!(
         out,
         "A scripted agent session, offline: the model is the scripted provider on 127.0.0.1, the tools work on a project in {}.\nStore: {shown_db}\n",
@@ -82,6 +83,9 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
         reply_tokens: 1024,
         no_cache: false,
     };
+    if demo.json {
+        crate::chat::quiet();
+    }
     crate::chat::run(env, args, out).await?;
     let retry = std::fs::read_to_string(dir.path().join("src/retry.rs"))?;
     if !retry.contains("max_attempts - 1") {
@@ -89,9 +93,16 @@ pub async fn run(env: &Env, db: Option<&str>, out: &mut dyn Write) -> anyhow::Re
             "demo: src/retry.rs was changed on a read-only run; that is a bug in baton (run {run})"
         ));
     }
+    let follow_up = ["runs show", "history", "context", "summary list"];
+    if demo.json {
+        return print_json(stdout, &demo.view("session", &run, &follow_up)?);
+    }
     writeln!(
         out,
-        "\nsrc/retry.rs is unchanged: the bug is still there, as the read-only run requires. The run stays in the store; look at it with:\n  baton runs show {run}\n  baton history {run}\n  baton context {run}\n  baton summary list {run}"
+        "\nsrc/retry.rs is unchanged: the bug is still there, as the read-only run requires. The run stays in the store; look at it with:"
     )?;
+    for words in follow_up {
+        writeln!(out, "  {}", demo.command(&format!("{words} {run}")))?;
+    }
     Ok(())
 }

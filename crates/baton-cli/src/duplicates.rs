@@ -7,9 +7,10 @@ use anyhow::Context as _;
 use baton_cache::report::{self, Row, ToolCall};
 use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, Timestamp};
+use baton_view::DuplicatesReport;
 
 use crate::args::DuplicatesArgs;
-use crate::commands::Env;
+use crate::env::{Env, print_json};
 use crate::exit::InvalidInput;
 
 const DAY_MS: i64 = 86_400_000;
@@ -26,9 +27,7 @@ pub async fn run(env: &Env, args: DuplicatesArgs, out: &mut dyn Write) -> anyhow
     };
     let total = report::total(&rows);
     if env.json {
-        let value = serde_json::json!({ "rows": rows, "total": total });
-        writeln!(out, "{value}")?;
-        return Ok(());
+        return print_json(out, &DuplicatesReport::of(args.tools, &rows, &total));
     }
     if rows.is_empty() {
         let what = if args.tools {

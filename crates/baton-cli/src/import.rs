@@ -12,7 +12,6 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::anyhow;
 use baton_core::RunId;
 use baton_core::units::Problem;
 use baton_import::{Format, Transcript};
@@ -23,8 +22,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::args::{ImportArgs, ImportFormat};
-use crate::commands::{Env, print_json};
-use crate::exit::InvalidInput;
+use crate::env::{Env, print_json};
+use crate::exit::{InvalidInput, Reported};
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -176,10 +175,12 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         }
     }
     if !failed.is_empty() {
-        return Err(anyhow!(
+        // Reported: the files that failed are in the report already (its one object with --json).
+        return Err(Reported(format!(
             "import: {} file(s) failed, and nothing of them was stored",
             failed.len()
-        ));
+        ))
+        .into());
     }
     Ok(())
 }

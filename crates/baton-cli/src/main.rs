@@ -1,20 +1,30 @@
 //! The `baton` binary: parses the command line, runs the command, prints
-//! `baton: error: …` on one line and exits with the documented code (see `exit`).
+//! `baton: error: …` on one line and exits with the documented code (see `exit`); with `--json`
+//! an error is also printed on stdout as `{"error": {"kind", "code", "message"}}`, the one
+//! object the command prints.
 
 mod args;
 mod call;
 mod chat;
 mod check;
-mod commands;
 mod compaction;
+mod context;
+mod database;
 mod demo;
 mod demo_session;
+mod dispatch;
 mod duplicates;
+mod env;
 mod exit;
+mod history;
 mod import;
+mod keys;
 mod ops;
+mod pins;
+mod runs;
 mod serve;
 mod settings;
+mod summary;
 mod supervise;
 
 use std::io::{IsTerminal as _, Write};
@@ -26,20 +36,40 @@ fn main() -> ExitCode {
     }
     let parsed = match settings::parse() {
         Ok(parsed) => parsed,
-        Err(err) => return fail(&err),
+        Err(err) => {
+            // The configuration file is invalid: with --json, also the one object on stdout.
+            if json_asked() && let Some(view) = exit::json(&err) {
+                print_error_json(&serde_json::to_value(view).unwrap_or_default());
+            }
+            return fail(&err);
+        }
     };
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            if !err.use_stderr() {
+                // --help, --version: not errors.
+                let _ = err.print();
+                return ExitCode::from(exit::OK);
+            }
+            if json_asked() {
+                // clap's message up to its usage line, on one line.
+                let text = err.to_string();
+                let message = text
+                    .lines()
+                    .take_while(|l| !l.starts_with("Usage:"))
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let view = exit::usage_json(message.trim_start_matches("error: "));
+                print_error_json(&serde_json::to_value(view).unwrap_or_default());
+            }
             let _ = err.print();
-            return ExitCode::from(code);
+            return ExitCode::from(exit::USAGE);
         }
     };
+    let json = cli.json;
     init_tracing(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -50,12 +80,17 @@ fn main() -> ExitCode {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let result = runtime.block_on(commands::execute(cli, &mut out));
+    let result = runtime.block_on(dispatch::execute(cli, &mut out));
     let flushed = out.flush().map_err(anyhow::Error::new);
     match result.and(flushed) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(err) if exit::is_broken_pipe(&err) => ExitCode::from(exit::OK),
-        Err(err) => fail(&err),
+        Err(err) => {
+            if json && let Some(view) = exit::json(&err) {
+                print_error_json(&serde_json::to_value(view).unwrap_or_default());
+            }
+            fail(&err)
+        }
     }
 }
 
@@ -63,6 +98,22 @@ fn main() -> ExitCode {
 fn fail(err: &anyhow::Error) -> ExitCode {
     eprintln!("baton: error: {err:#}");
     ExitCode::from(exit::code(err))
+}
+
+/// With `--json`, an error is also the one object on stdout (its line on stderr stays).
+fn print_error_json(value: &serde_json::Value) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{value}");
+    let _ = stdout.flush();
+}
+
+/// Whether the command line asks for `--json`, read before it parses (for a usage error's
+/// JSON). Words after `--` belong to a command `baton ops run` starts, not to baton.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 /// Diagnostics go to stderr, filtered by `BATON_LOG` (else `RUST_LOG`): warnings by default,

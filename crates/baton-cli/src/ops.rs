@@ -2,23 +2,24 @@
 //! under it.
 //!
 //! A conflict with the stored state exits 3 with its own message, and with `--json` prints
-//! `{"error": {"code", "message"}, "operation": {…}}` first; the codes are `mismatch`,
-//! `in_progress`, `fenced_out` and `failed`.
+//! `{"error": {"kind": "conflict", "code", "message"}, "operation": {…}}` (as `main` prints
+//! every error); the codes are `mismatch`, `in_progress`, `fenced_out` and `failed`.
 
 use std::io::Write;
 use std::process::Stdio;
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use baton_core::Timestamp;
 use baton_core::key::{KeyInput, RequestKey, request_key};
 use baton_store::ledger::{DEFAULT_RETENTION, downstream_key};
 use baton_store::{Begin, Fenced, OpStatus, Operation, Publish};
+use baton_view::{Begun, BegunOutcome, OperationDetail, OperationList, OperationView};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
 use crate::args::{OpsBeginArgs, OpsCommand, OpsRunArgs};
-use crate::commands::{Env, print_json};
-use crate::exit::{InvalidInput, OpConflict};
+use crate::env::{Env, print_json};
+use crate::exit::{InvalidInput, NotFound, OpConflict};
 
 /// The most of a command's stdout kept as its result (64 KiB); past it the result says the
 /// output was truncated and how long it was.
@@ -131,11 +132,9 @@ pub async fn run(env: &Env, command: OpsCommand, out: &mut dyn Write) -> anyhow:
                 .store
                 .operation(&env.tenant, &arg.key)
                 .await?
-                .ok_or_else(|| anyhow!("operation {:?} not found", arg.key))?;
+                .ok_or_else(|| NotFound(format!("operation {:?} not found", arg.key)))?;
             if env.json {
-                let mut value = op_json(env, &op);
-                value["attempts"] = serde_json::to_value(&attempts)?;
-                return print_json(out, &value);
+                return print_json(out, &OperationDetail::of(&env.tenant, &op, &attempts));
             }
             print_op(out, &op)?;
             for a in &attempts {
@@ -169,8 +168,7 @@ pub async fn run(env: &Env, command: OpsCommand, out: &mut dyn Write) -> anyhow:
             };
             let ops = env.store.operations(&env.tenant, status).await?;
             if env.json {
-                let list: Vec<Value> = ops.iter().map(|o| op_json(env, o)).collect();
-                return print_json(out, &json!({ "operations": list }));
+                return print_json(out, &OperationList::of(&env.tenant, &ops));
             }
             for op in &ops {
                 print_op(out, op)?;
@@ -190,12 +188,6 @@ pub async fn run(env: &Env, command: OpsCommand, out: &mut dyn Write) -> anyhow:
         }
         OpsCommand::Run(args) => run_command(env, args, out).await,
     }
-}
-
-fn op_json(env: &Env, op: &Operation) -> Value {
-    let mut value = serde_json::to_value(op).unwrap_or(Value::Null);
-    value["downstream_key"] = json!(downstream_key(&env.tenant, &op.key));
-    value
 }
 
 fn print_op(out: &mut dyn Write, op: &Operation) -> anyhow::Result<()> {
@@ -224,21 +216,14 @@ fn print_op(out: &mut dyn Write, op: &Operation) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints a conflict's JSON (with `--json`) and returns its error.
-fn conflict(
-    env: &Env,
-    out: &mut dyn Write,
-    code: &'static str,
-    message: String,
-    op: &Operation,
-) -> anyhow::Result<()> {
-    if env.json {
-        print_json(
-            out,
-            &json!({ "error": { "code": code, "message": message }, "operation": op_json(env, op) }),
-        )?;
+/// A conflict's error, carrying the operation it met (printed beside it with `--json`).
+fn conflict(env: &Env, code: &'static str, message: String, op: &Operation) -> anyhow::Result<()> {
+    Err(OpConflict {
+        code,
+        message,
+        operation: Box::new(OperationView::of(&env.tenant, op)),
     }
-    Err(OpConflict { code, message }.into())
+    .into())
 }
 
 fn fenced(
@@ -250,11 +235,11 @@ fn fenced(
     match r {
         Ok(op) => {
             if env.json {
-                return print_json(out, &op_json(env, &op));
+                return print_json(out, &OperationView::of(&env.tenant, &op));
             }
             print_op(out, &op)
         }
-        Err(Fenced::NotFound) => Err(anyhow!("operation {key:?} not found")),
+        Err(Fenced::NotFound) => Err(NotFound(format!("operation {key:?} not found")).into()),
         Err(Fenced::Out { operation, given }) => {
             let message = format!(
                 "operation {key:?}: fenced out: fence {given} is not the current one ({} is {}, fence {}); nothing was published",
@@ -262,7 +247,7 @@ fn fenced(
                 operation.status.as_str(),
                 operation.fence
             );
-            conflict(env, out, "fenced_out", message, &operation)
+            conflict(env, "fenced_out", message, &operation)
         }
     }
 }
@@ -280,9 +265,13 @@ fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> any
             takeover,
         } => {
             if env.json {
-                let mut v = op_json(env, operation);
-                v["outcome"] = json!(if *takeover { "took_over" } else { "acquired" });
-                return print_json(out, &v);
+                let outcome = if *takeover {
+                    BegunOutcome::TookOver
+                } else {
+                    BegunOutcome::Acquired
+                };
+                let operation = OperationView::of(&env.tenant, operation);
+                return print_json(out, &Begun { outcome, operation });
             }
             writeln!(
                 out,
@@ -298,9 +287,9 @@ fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> any
         }
         Begin::Completed(op) => {
             if env.json {
-                let mut v = op_json(env, op);
-                v["outcome"] = json!("completed");
-                return print_json(out, &v);
+                let operation = OperationView::of(&env.tenant, op);
+                let outcome = BegunOutcome::Completed;
+                return print_json(out, &Begun { outcome, operation });
             }
             writeln!(
                 out,
@@ -311,7 +300,6 @@ fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> any
         }
         Begin::InProgress(op) => conflict(
             env,
-            out,
             "in_progress",
             format!(
                 "operation {key:?} is in progress: {} holds fence {} until {}",
@@ -325,7 +313,6 @@ fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> any
         ),
         Begin::Failed(op) => conflict(
             env,
-            out,
             "failed",
             format!(
                 "operation {key:?} failed and may not be retried: {}",
@@ -335,7 +322,6 @@ fn report_begin(env: &Env, key: &str, begun: &Begin, out: &mut dyn Write) -> any
         ),
         Begin::Mismatch { operation, given } => conflict(
             env,
-            out,
             "mismatch",
             format!(
                 "operation {key:?} was begun with request {}, not {given}: use a new idempotency key to process another request",
@@ -497,6 +483,7 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
         );
         let r = publish_failure(env, &args, fence, &error).await?;
         if r.is_ok() {
+            // The failure is recorded and printed (with --json, as the operation's one object).
             fenced(env, &args.key, r, out)?;
             return Err(CommandFailed {
                 code,

@@ -1,15 +1,13 @@
-//! `baton serve` and `baton keys`.
+//! `baton serve`.
 
 use std::io::Write;
 
 use anyhow::Context as _;
-use baton_core::{TenantId, Timestamp};
+use baton_core::TenantId;
 use baton_server::{AppState, Config};
-use baton_store::keys::{NewApiKey, Revoke, generate};
-use serde_json::json;
 
-use crate::args::{KeysCommand, ServeArgs};
-use crate::commands::{Env, print_json};
+use crate::args::ServeArgs;
+use crate::env::Env;
 use crate::exit::InvalidInput;
 
 /// Serves until SIGTERM or Ctrl-C. The first line of stdout is `listening on http://ADDR`
@@ -84,78 +82,4 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-}
-
-/// `baton keys create|list|revoke`.
-pub async fn keys(env: &Env, command: KeysCommand, out: &mut dyn Write) -> anyhow::Result<()> {
-    match command {
-        KeysCommand::Create(args) => {
-            let made = generate()?;
-            let key = env
-                .store
-                .create_api_key(&NewApiKey {
-                    id: &made.id,
-                    hash: made.hash,
-                    tenant: &env.tenant,
-                    label: args.label.as_deref(),
-                    now: Timestamp::now(),
-                })
-                .await?;
-            if env.json {
-                return print_json(
-                    out,
-                    &json!({"id": key.id, "tenant": key.tenant, "label": key.label,
-                            "created_at": key.created_at, "key": made.key}),
-                );
-            }
-            writeln!(
-                out,
-                "key {} for tenant {} (shown once; baton keeps only its hash):",
-                key.id, key.tenant
-            )?;
-            writeln!(out, "{}", made.key)?;
-        }
-        KeysCommand::List(args) => {
-            let tenant = (!args.all).then_some(&env.tenant);
-            let keys = env.store.api_keys(tenant).await?;
-            if env.json {
-                return print_json(out, &serde_json::to_value(&keys)?);
-            }
-            if keys.is_empty() {
-                writeln!(out, "no keys")?;
-            }
-            for k in keys {
-                let revoked = k
-                    .revoked_at
-                    .map_or_else(|| "live".to_owned(), |t| format!("revoked {t}"));
-                writeln!(
-                    out,
-                    "{}  {}  {}  created {}  {}",
-                    k.id,
-                    k.tenant,
-                    k.label.as_deref().unwrap_or("-"),
-                    k.created_at,
-                    revoked
-                )?;
-            }
-        }
-        KeysCommand::Revoke(args) => {
-            let which = match &args.id {
-                Some(id) => Revoke::Id(id.trim_start_matches("bk_")),
-                None => Revoke::Tenant(&env.tenant),
-            };
-            let n = env.store.revoke_api_keys(which, Timestamp::now()).await?;
-            if env.json {
-                return print_json(out, &json!({"revoked": n}));
-            }
-            match (&args.id, n) {
-                (Some(id), 0) => {
-                    return Err(InvalidInput(format!("no live key with id {id}")).into());
-                }
-                (Some(id), _) => writeln!(out, "revoked {id}")?,
-                (None, n) => writeln!(out, "revoked {n} key(s) of tenant {}", env.tenant)?,
-            }
-        }
-    }
-    Ok(())
 }

@@ -369,31 +369,14 @@ async fn find_run(
                 .transpose()?,
             last_seq: Seq(to_u64(row.get(3), "last_seq")?),
         }),
-        None => Err(missing_run(c, tenant, run).await?),
+        None => Err(missing_run(run)),
     }
 }
 
-async fn missing_run(
-    c: &impl GenericClient,
-    tenant: &TenantId,
-    run: &RunId,
-) -> Result<Error, Error> {
-    let stmt = c
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
-        .await
-        .map_err(pg)?;
-    let known: bool = c
-        .query_one(&stmt, &[&tenant.as_str()])
-        .await
-        .map_err(pg)?
-        .get(0);
-    Ok(if known {
-        Error::RunNotFound { run: run.clone() }
-    } else {
-        Error::UnknownTenant {
-            tenant: tenant.clone(),
-        }
-    })
+/// The error for a run the tenant does not have. A tenant that never created a run has none,
+/// so its missing run is not found either, never an "unknown tenant" (issue 20, item 15).
+fn missing_run(run: &RunId) -> Error {
+    Error::RunNotFound { run: run.clone() }
 }
 
 const RUN_COLUMNS: &str =
@@ -434,7 +417,7 @@ pub(crate) async fn load_run(
         .map_err(pg)?
     {
         Some(row) => Ok((row.get(10), run_from_row(&row)?)),
-        None => Err(missing_run(c, tenant, run).await?),
+        None => Err(missing_run(run)),
     }
 }
 
@@ -628,7 +611,7 @@ async fn search_state(
         .map_err(pg)?
     {
         Some(row) => Ok((row.get(0), row.get(1), row.get(2))),
-        None => Err(missing_run(c, tenant, run).await?),
+        None => Err(missing_run(run)),
     }
 }
 

@@ -1,30 +1,35 @@
 //! `baton serve`: baton over HTTP.
 //!
-//! - [`api`]: the JSON API under `/v1/` (runs, history, context, compaction, summaries, working
+//! - `api`: the JSON API under `/v1/` (runs, history, context, compaction, summaries, working
 //!   state, the ledger, the cache, reports), every route scoped to the tenant of the caller's
-//!   key ([`auth`]) and described by the OpenAPI 3.1 document at `/openapi.json`;
-//! - [`gateway`]: `POST /v1/chat/completions` and `POST /v1/messages`, forwarded to the
+//!   key (`auth`) and described by the OpenAPI 3.1 document at `/openapi.json`;
+//! - `gateway`: `POST /v1/chat/completions` and `POST /v1/messages`, forwarded to the
 //!   configured upstream through the exact cache, in-flight dedup and the call log, with
 //!   `Idempotency-Key` support;
 //! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
-//!   draining), `/metrics` ([`metrics`]).
+//!   draining), `/metrics` (`metrics`).
 //!
 //! Around every route: a request id (`x-request-id`, kept from the caller when given, cut to
 //! 128 safe characters, else a UUIDv7, echoed on the response and in every log line of the
 //! request), a body limit (413 at once on a declared length over it) and a body deadline (408)
-//! ([`limits`]), a timeout for API routes, and problem+json for every error ([`problem`]), also
+//! (`limits`), a timeout for API routes, and problem+json for every error (`problem`), also
 //! for a route or method that does not exist and for what hyper rejects before any route.
-//! Connections have a header-read and an idle timeout and a cap. Logs never carry headers, so
-//! no key reaches them.
+//! Connections have a header-read and an idle timeout and a cap (`conn`). Logs never carry
+//! headers, so no key reaches them.
+//!
+//! The public API is [`app`] (the router, for embedding), [`serve`] (the router on a listener
+//! until shutdown), [`Config`] and [`AppState`]; everything else is the service's own. The
+//! bodies it answers with are `baton-view`'s types, the same the command line prints with
+//! `--json`.
 
-pub mod api;
-pub mod auth;
+mod api;
+mod auth;
 mod conn;
-pub mod gateway;
-pub mod limits;
-pub mod metrics;
-pub mod problem;
-pub mod state;
+mod gateway;
+mod limits;
+mod metrics;
+mod problem;
+mod state;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -114,11 +119,6 @@ pub fn app(state: Arc<AppState>) -> Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(middleware::from_fn(limits::request_id))
         .with_state(state)
-}
-
-/// The OpenAPI document the service serves at `/openapi.json`.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api::routes().split_for_parts().1
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then stops taking connections and

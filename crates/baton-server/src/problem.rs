@@ -3,13 +3,34 @@
 //! A handler returns `Result<_, Problem>`; every rejection axum's extractors make (a body that is
 //! not JSON, a wrong content type, an unknown field, a body over the limit, a malformed path)
 //! is turned into one too ([`ApiJson`], [`ApiPath`], [`ApiQuery`]), so no response of the
-//! service is ever plain text. Store errors map by kind ([`From<baton_store::Error>`]); an
-//! error the caller cannot act on is a 500 whose detail names no internals (it is logged).
+//! service is ever plain text.
+//!
+//! An error with a kind (`baton_store::ErrorKind`: a store error, a rejected install) is
+//! answered with the status [`status`] gives its kind, and nothing else decides it:
+//!
+//! | kind | status |
+//! |---|---|
+//! | `not_found` | 404 |
+//! | `conflict` | 409 |
+//! | `invalid` | 422 |
+//! | `unavailable` | 503, with `Retry-After` |
+//! | `internal` | 500, whose detail names no internals (the error is logged) |
+//!
+//! 422 and not 400 for `invalid`: the request was read (its JSON, path and parameters parse),
+//! but what it asks cannot be done as given, which is what 422 says. 400 answers a request the
+//! service cannot read at all — JSON that does not parse, a path or query value of the wrong
+//! type, a missing or malformed header, an id with characters no id may have — found before
+//! any store call, so it has no kind. The command line's exit codes follow the same kinds
+//! (`baton-cli`'s `exit`).
+//!
+//! The ledger's `begin` outcomes are answers, not errors, and follow the IETF
+//! `Idempotency-Key` draft instead ([`http_status`]).
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use baton_store::{Begin, ErrorKind};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -89,16 +110,6 @@ impl Problem {
         self
     }
 
-    /// The status.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The kind (the last part of its `type`).
-    pub fn kind(&self) -> &'static str {
-        self.kind
-    }
-
     /// 400: the request is malformed (a missing or bad value, a bad parameter).
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Problem::new(
@@ -142,7 +153,7 @@ impl Problem {
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
         Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
+            status(ErrorKind::Internal),
             "internal",
             "Internal error",
             "the service failed to answer; the error is in its log",
@@ -186,34 +197,65 @@ impl IntoResponse for Problem {
     }
 }
 
+/// The status every error of `kind` is answered with (the table in the module's docs).
+pub fn status(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The HTTP status a service answers for what `begin` found, after the IETF `Idempotency-Key`
+/// draft: `None` when the service should run the operation (it answers with the operation's
+/// own status); 200 to replay a completed operation's stored result; 409 while another worker
+/// still runs it (retry later) and for an operation that failed for good (a new key is needed
+/// to try again); 422 when the key was used with another request body. (A request without the
+/// header is a 400.)
+pub fn http_status(begun: &Begin) -> Option<u16> {
+    match begun {
+        Begin::Acquired { .. } => None,
+        Begin::Completed(_) => Some(200),
+        Begin::InProgress(_) | Begin::Failed(_) => Some(409),
+        Begin::Mismatch { .. } => Some(422),
+    }
+}
+
 impl From<baton_store::Error> for Problem {
     fn from(err: baton_store::Error) -> Self {
         use baton_store::Error as E;
-        match &err {
-            E::UnknownTenant { .. }
-            | E::RunNotFound { .. }
-            | E::SummaryNotFound { .. }
-            | E::SeqNotFound { .. } => Problem::not_found(err.to_string()),
-            E::RunExists { .. } => Problem::conflict("run-exists", "Run exists", err.to_string()),
-            E::RunNotActive { .. } => {
-                Problem::conflict("run-not-active", "Run not active", err.to_string())
+        let kind = err.kind();
+        let status = status(kind);
+        match kind {
+            ErrorKind::NotFound => Problem::new(status, "not-found", "Not found", err.to_string()),
+            ErrorKind::Conflict => {
+                let (kind, title) = match &err {
+                    E::RunExists { .. } => ("run-exists", "Run exists"),
+                    E::RunNotActive { .. } => ("run-not-active", "Run not active"),
+                    E::Import(_) => ("import-rejected", "Import rejected"),
+                    _ => ("conflict", "Conflict"),
+                };
+                Problem::new(status, kind, title, err.to_string())
             }
-            E::InvalidQuery { .. }
-            | E::InvalidCache { .. }
-            | E::InvalidLedger { .. }
-            | E::InvalidKey { .. }
-            | E::InvalidId(_) => Problem::bad_request(err.to_string()),
-            E::Import(_) => {
-                Problem::conflict("import-rejected", "Import rejected", err.to_string())
+            ErrorKind::Invalid => Problem::new(
+                status,
+                "invalid-request",
+                "Invalid request",
+                err.to_string(),
+            ),
+            ErrorKind::Unavailable => {
+                tracing::warn!(error = %err, "the store is unavailable");
+                Problem::new(
+                    status,
+                    "store-unavailable",
+                    "Store unavailable",
+                    "the store cannot be reached; try again",
+                )
+                .retry_after(1)
             }
-            E::Unavailable { .. } => Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store-unavailable",
-                "Store unavailable",
-                "the store cannot be reached; try again",
-            )
-            .retry_after(1),
-            _ => Problem::internal(&err),
+            ErrorKind::Internal => Problem::internal(&err),
         }
     }
 }
@@ -351,3 +393,6 @@ pub fn before_router(status: StatusCode) -> Problem {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests;

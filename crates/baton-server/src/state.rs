@@ -61,13 +61,13 @@ impl Default for Config {
 /// The state behind every route.
 pub struct AppState {
     /// The store `--db` names.
-    pub store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     /// The configuration.
-    pub config: Config,
+    pub(crate) config: Config,
     /// The metrics `/metrics` serves.
-    pub metrics: Metrics,
+    pub(crate) metrics: Metrics,
     /// The client the gateway calls upstreams with.
-    pub http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     caches: Mutex<HashMap<TenantId, Arc<Cache>>>,
     draining: AtomicBool,
 }

@@ -260,23 +260,14 @@ fn find_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<RunRow,
                 .map(SummaryId),
             last_seq: Seq(to_u64(last, "last_seq")?),
         }),
-        None => Err(missing_run(conn, tenant, run)?),
+        None => Err(missing_run(run)),
     }
 }
 
-fn missing_run(conn: &Connection, tenant: &TenantId, run: &RunId) -> Result<Error, Error> {
-    let known: bool = conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = ?1)")
-        .map_err(sql)?
-        .query_row([tenant.as_str()], |r| r.get(0))
-        .map_err(sql)?;
-    Ok(if known {
-        Error::RunNotFound { run: run.clone() }
-    } else {
-        Error::UnknownTenant {
-            tenant: tenant.clone(),
-        }
-    })
+/// The error for a run the tenant does not have. A tenant that never created a run has none,
+/// so its missing run is not found either, never an "unknown tenant" (issue 20, item 15).
+fn missing_run(run: &RunId) -> Error {
+    Error::RunNotFound { run: run.clone() }
 }
 
 const RUN_COLUMNS: &str =
@@ -323,7 +314,7 @@ fn load_run_with_pk(
         .map_err(sql)?;
     match rows.next().map_err(sql)? {
         Some(row) => Ok((row.get(10).map_err(sql)?, run_from_row(row)?)),
-        None => Err(missing_run(conn, tenant, run)?),
+        None => Err(missing_run(run)),
     }
 }
 

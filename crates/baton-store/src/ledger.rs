@@ -370,23 +370,5 @@ pub fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error
     Ok(Timestamp(now.0.saturating_add(millis)))
 }
 
-/// What an HTTP service answers a request without an `Idempotency-Key` header on an operation
-/// that needs one (the IETF `Idempotency-Key` draft).
-pub const HTTP_MISSING_KEY: u16 = 400;
-
-/// The HTTP status a service answers for what `begin` found, after the IETF `Idempotency-Key`
-/// draft: `None` when the service should run the operation (it answers with the operation's
-/// own status); 200 to replay a completed operation's stored result; 409 while another worker
-/// still runs it (retry later) and for an operation that failed for good (a new key is needed
-/// to try again); 422 when the key was used with another request body.
-pub fn http_status(begun: &Begin) -> Option<u16> {
-    match begun {
-        Begin::Acquired { .. } => None,
-        Begin::Completed(_) => Some(200),
-        Begin::InProgress(_) | Begin::Failed(_) => Some(409),
-        Begin::Mismatch { .. } => Some(422),
-    }
-}
-
 #[cfg(test)]
 mod tests;

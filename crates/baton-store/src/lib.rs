@@ -47,6 +47,7 @@ pub mod codec;
 pub mod conformance;
 pub mod import;
 pub mod keys;
+mod kind;
 pub mod ledger;
 pub mod search;
 
@@ -63,6 +64,7 @@ pub use import::{
     RunOrigin, RunReport, SourceCompaction,
 };
 pub use keys::{ApiKey, KeyHash, KeyStore, NewApiKey, Revoke};
+pub use kind::ErrorKind;
 pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };

@@ -138,8 +138,9 @@ fn unknown_runs_tenants_and_ids_are_named() {
     let sb = with_run();
     sb.run(&["history", "nope"])
         .fails(1, "run \"nope\" not found");
+    // A tenant that never stored anything has no run of that name either (issue 20, item 15).
     sb.run(&["--tenant", "ghost", "history", "r"])
-        .fails(1, "unknown tenant \"ghost\"");
+        .fails(1, "run \"r\" not found");
     sb.run(&["--tenant", "bad tenant", "runs", "list"])
         .fails(4, "invalid tenant id");
     sb.run(&["runs", "create", "--id", "has space"])
@@ -191,7 +192,8 @@ fn files_that_are_not_baton_databases_are_refused_untouched() {
         "just some text, certainly not SQLite\n".repeat(100),
     )
     .unwrap();
-    sb.run(&["runs", "list"]).fails(1, "not a baton database");
+    // A --db that names something baton cannot use is invalid input: name another.
+    sb.run(&["runs", "list"]).fails(4, "not a baton database");
     assert!(
         std::fs::read_to_string(sb.db())
             .unwrap()
@@ -338,4 +340,43 @@ fn the_demo_runs_in_the_named_tenant() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Issue 20, item 15: a command that only reads never leaves a database at a mistyped path
+/// (it names the path instead), and once there is one, a run it does not hold is "not found",
+/// for a tenant that never stored anything too.
+#[test]
+fn reading_commands_never_create_a_database_and_missing_runs_are_not_found() {
+    let sb = Sandbox::new();
+    let typo = sb.dir.path().join("tpyo").join("baton.db");
+    let reads: [&[&str]; 9] = [
+        &["runs", "list"],
+        &["runs", "show", "r"],
+        &["history", "r"],
+        &["context", "r"],
+        &["summary", "list", "r"],
+        &["ops", "list"],
+        &["keys", "list"],
+        &["report", "duplicates"],
+        &["doctor"],
+    ];
+    for args in reads {
+        crate::support::ran(crate::support::command(&typo, args).output().unwrap())
+            .fails(1, &format!("no baton database at {}", typo.display()));
+        assert!(!typo.parent().unwrap().exists(), "{args:?} created it");
+    }
+    crate::support::ran(
+        crate::support::command(&typo, &["runs", "create", "--id", "a"])
+            .output()
+            .unwrap(),
+    )
+    .ok();
+    for tenant in ["default", "ghost"] {
+        crate::support::ran(
+            crate::support::command(&typo, &["--tenant", tenant, "history", "r"])
+                .output()
+                .unwrap(),
+        )
+        .fails(1, "run \"r\" not found");
+    }
 }

@@ -200,6 +200,8 @@ fn tool_call_repeats_in_imported_runs() {
 #[test]
 fn bad_inputs_are_named_and_exit_4() {
     let sb = Sandbox::new();
+    // A report only reads: the store must exist first.
+    sb.run(&["migrate"]).ok();
     sb.run(&["report", "duplicates", "--day", "2026-13-01"])
         .fails(4, "--day \"2026-13-01\": expected a day as YYYY-MM-DD");
     sb.run(&[

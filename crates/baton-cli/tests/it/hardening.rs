@@ -61,7 +61,8 @@ fn r20_4_7_out_of_range_and_dot_ids_are_invalid_input() {
 fn r20_11_18_serve_from_the_environment_logs_request_fields() {
     use std::io::BufRead as _;
 
-    use crate::serve::{Served, create_key, http, slow_upstream, terminate, wait};
+    use crate::serve::slow_upstream;
+    use crate::support::{Served, create_key, http, terminate, wait};
 
     let sb = Sandbox::new();
     let key = create_key(&sb, "acme");
@@ -434,11 +435,11 @@ fn r20_18_completions_version_config_file_and_no_colours_off_a_terminal() {
         .strip_prefix("listening on http://")
         .unwrap()
         .to_owned();
-    let (status, _) = crate::serve::http(&addr, "GET", "/healthz", &[], "");
+    let (status, _) = crate::support::http(&addr, "GET", "/healthz", &[], "");
     assert_eq!(status, 200);
-    let mut served = crate::serve::Served { child, addr };
-    crate::serve::terminate(&mut served);
-    let (code, _, err) = crate::serve::wait(served);
+    let mut served = crate::support::Served { child, addr };
+    crate::support::terminate(&mut served);
+    let (code, _, err) = crate::support::wait(served);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("finished processing request"), "{err}");
     assert!(

@@ -13,6 +13,7 @@ mod bad_input;
 mod cache;
 mod chat;
 mod compaction;
+mod error_table;
 mod hardening;
 mod import;
 mod json_contract;

@@ -1,8 +1,10 @@
 //! Running the binary.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// A temp directory, and the store the commands use: a SQLite file in the directory, or a
 /// fresh schema on the test PostgreSQL (`BATON_TEST_PG`).
@@ -99,6 +101,23 @@ impl Sandbox {
         &self.db
     }
 
+    /// The PostgreSQL schema, for a PostgreSQL sandbox.
+    pub fn pg_schema(&self) -> Option<&str> {
+        self.pg_schema.as_deref()
+    }
+
+    /// Runs SQL on the store directly, behind baton's back (to break it on purpose): on the
+    /// SQLite file, or in the sandbox's schema.
+    pub fn execute_sql(&self, sql: &str) {
+        match &self.pg_schema {
+            None => rusqlite::Connection::open(self.db())
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Some(schema) => pg_execute(&format!("SET search_path TO \"{schema}\"; {sql}")),
+        }
+    }
+
     pub fn file(&self, name: &str, body: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         std::fs::write(&path, body).unwrap();
@@ -152,6 +171,32 @@ pub fn ran(output: Output) -> Ran {
     }
 }
 
+/// Installs a summary of `claims` (JSON) on `run` with no base, cut at `cut`; its id.
+pub fn install_first(sb: &Sandbox, run: &str, cut: &str, claims: &str) -> String {
+    let file = sb.file(&format!("claims-{run}.json"), claims);
+    let args = [
+        "--json", "summary", "install", run, "--base", "none", "--cut", cut,
+    ];
+    let mut args = args.to_vec();
+    args.extend(["--file", file.to_str().unwrap()]);
+    sb.run(&args).ok().json()["id"].to_string()
+}
+
+/// Runs SQL on the test PostgreSQL server.
+pub fn pg_execute(sql: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&pg_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client.batch_execute(sql).await.unwrap();
+    });
+}
+
 /// The test PostgreSQL server.
 pub fn pg_url() -> String {
     std::env::var("BATON_TEST_PG")
@@ -188,4 +233,133 @@ impl Drop for Sandbox {
         })
         .join();
     }
+}
+
+/// One HTTP/1.1 request on a new connection; the status and the body.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+/// A `baton serve` process and the address it listens on.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `baton serve` on the sandbox's store, on a free port.
+pub fn serve(sb: &Sandbox, extra: &[&str]) -> Served {
+    serve_on(sb.db_arg(), extra)
+}
+
+/// `baton serve` on the store `db` names, on a free port.
+pub fn serve_on(db: &str, extra: &[&str]) -> Served {
+    let mut args = vec!["serve", "--addr", "127.0.0.1:0", "--log-format", "json"];
+    args.extend_from_slice(extra);
+    let mut child = command(db, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first:?}"))
+        .to_owned();
+    Served { child, addr }
+}
+
+/// Sends SIGTERM.
+pub fn terminate(served: &mut Served) {
+    let pid = served.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Waits for a server to exit; its code, stdout and stderr.
+pub fn wait(mut served: Served) -> (i32, String, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            let mut out = String::new();
+            let mut err = String::new();
+            served
+                .child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            served
+                .child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), out, err);
+        }
+        assert!(Instant::now() < deadline, "baton serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A new key for `tenant` (printed once, on the last line).
+pub fn create_key(sb: &Sandbox, tenant: &str) -> String {
+    let made = sb
+        .run(&["--tenant", tenant, "keys", "create", "--label", "test"])
+        .ok();
+    let last = made.stdout.trim_end().lines().last().unwrap().to_owned();
+    assert!(
+        last.starts_with("bk_") && !last.contains(' '),
+        "{}",
+        made.stdout
+    );
+    last
 }

@@ -11,13 +11,14 @@ use baton_compact::{Compaction, Offline};
 use baton_core::prices::PriceTable;
 use baton_core::{RunId, Seq, SummaryId, TenantId};
 use baton_runtime::{Compactor, Outcome};
+use baton_view::ClaimView;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::runs::run_id;
-use crate::api::summaries::{ClaimView, rejected};
+use crate::api::summaries::rejected;
 use crate::auth::Caller;
 use crate::problem::{ApiJson, ApiPath, Problem, ProblemBody};
 use crate::state::AppState;

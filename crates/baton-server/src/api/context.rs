@@ -8,14 +8,13 @@ use std::sync::Arc;
 use axum::extract::State;
 use baton_core::Context;
 use baton_core::tokens::estimate_message;
+use baton_view::{ClaimView, EntryView};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::history::EntryView;
 use crate::api::runs::run_id;
-use crate::api::summaries::ClaimView;
 use crate::auth::Caller;
 use crate::problem::{ApiJson, ApiPath, ApiQuery, Problem, ProblemBody};
 use crate::state::AppState;
@@ -189,8 +188,8 @@ async fn get_context(
             claims: s.claims.iter().map(ClaimView::from).collect(),
         }),
         preamble: ctx.preamble().map(|m| m.plain_text()),
-        pinned: EntryView::all(&ctx.pinned)?,
-        messages: EntryView::all(&ctx.messages)?,
+        pinned: EntryView::all(&ctx.pinned),
+        messages: EntryView::all(&ctx.messages),
         cleared: ctx.cleared.iter().map(|s| s.0).collect(),
         problems: serde_json::to_value(&ctx.problems).map_err(|e| Problem::internal(&e))?,
         tokens: tokens(&ctx),

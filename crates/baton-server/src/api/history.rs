@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::{Entry, Message, Seq};
+use baton_core::{Message, Seq};
 use baton_store::{NewEntry, SearchKind, SearchQuery};
 use baton_tokens::TokenizerChoice;
-use serde::{Deserialize, Serialize};
+use baton_view::{Appended, EntryView, HistoryPage, MessageList};
+use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -37,43 +38,6 @@ pub const MAX_PAGE: usize = 1000;
 pub const DEFAULT_PAGE: usize = 100;
 /// The entries a search returns when the request does not say.
 pub const DEFAULT_SEARCH: usize = 20;
-
-/// A stored message, as the API shows it: its seq, baton's vendor-neutral message (role and
-/// content blocks, the form history rows keep), its stored token count and when it was appended.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct EntryView {
-    /// Its position in the run, from 1.
-    pub seq: u64,
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// Its content blocks in baton's form (`{"type": "text", "text": …}`, `tool_use`,
-    /// `tool_result`, `thinking`, `redacted_thinking`, `image`, `document`).
-    #[schema(value_type = Vec<Object>)]
-    pub content: serde_json::Value,
-    /// Its token count, computed when it was appended.
-    pub tokens: u32,
-    /// When it was appended (RFC 3339).
-    pub created_at: String,
-}
-
-impl EntryView {
-    /// The view of `entry`.
-    pub fn of(entry: &Entry) -> Result<Self, Problem> {
-        Ok(EntryView {
-            seq: entry.seq.0,
-            role: entry.message.role.as_str().to_owned(),
-            content: serde_json::to_value(&entry.message.content)
-                .map_err(|e| Problem::internal(&e))?,
-            tokens: entry.tokens,
-            created_at: entry.created_at.to_string(),
-        })
-    }
-
-    /// The views of `entries`, in order.
-    pub fn all(entries: &[Entry]) -> Result<Vec<Self>, Problem> {
-        entries.iter().map(EntryView::of).collect()
-    }
-}
 
 /// Which vendor shape the messages of a batch are in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
@@ -138,15 +102,6 @@ pub struct AppendMessages {
     pub model: Option<String>,
 }
 
-/// What an append stored.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Appended {
-    /// The seqs the messages were given, in order.
-    pub seqs: Vec<u64>,
-    /// Each message's token count, in order.
-    pub tokens: Vec<u32>,
-}
-
 /// Which part of the history to read.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -160,15 +115,6 @@ pub struct HistoryQuery {
     /// The most entries to return (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
-}
-
-/// A page of history.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct HistoryPage {
-    /// The entries, in seq order.
-    pub messages: Vec<EntryView>,
-    /// The `from` of the next page, or `null` when this page reached `to` or the end.
-    pub next_from: Option<u64>,
 }
 
 /// Which kind of text a search looks in.
@@ -197,13 +143,6 @@ pub struct SearchParams {
     /// The most entries to return (default 20, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
-}
-
-/// The entries a search found.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SearchResults {
-    /// The matching originals, in seq order.
-    pub messages: Vec<EntryView>,
 }
 
 /// Reads one vendor message in `format`.
@@ -319,7 +258,7 @@ async fn list_messages(
         None
     };
     Ok(ApiJson(HistoryPage {
-        messages: EntryView::all(&entries)?,
+        messages: EntryView::all(&entries),
         next_from,
     }))
 }
@@ -349,7 +288,7 @@ async fn get_message(
         .read_range(&caller.tenant, &run, Seq(seq), Some(Seq(seq)))
         .await?;
     match entries.first() {
-        Some(entry) => Ok(ApiJson(EntryView::of(entry)?)),
+        Some(entry) => Ok(ApiJson(EntryView::from(entry))),
         None => {
             let last = state.store.run(&caller.tenant, &run).await?.last_seq;
             Err(baton_store::Error::SeqNotFound {
@@ -367,8 +306,9 @@ async fn get_message(
     get, path = "/v1/runs/{id}/search", tag = "history",
     params(("id" = String, Path, description = "The run's id"), SearchParams),
     responses(
-        (status = 200, description = "The matching messages", body = SearchResults),
-        (status = 400, description = "A bad id, a query with no words (or too many), a bad limit", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 200, description = "The matching messages", body = MessageList),
+        (status = 400, description = "A bad id, a bad limit or kind, no query", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid-request`: a query with no words (or more than a phrase may have)", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "No such run for this tenant", body = ProblemBody, content_type = "application/problem+json"),
     )
@@ -378,7 +318,7 @@ async fn search_messages(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<SearchParams>,
-) -> Result<ApiJson<SearchResults>, Problem> {
+) -> Result<ApiJson<MessageList>, Problem> {
     let run = run_id(&id)?;
     let query = SearchQuery {
         pattern: params.q,
@@ -390,7 +330,7 @@ async fn search_messages(
         limit: page_size(params.limit, DEFAULT_SEARCH)?,
     };
     let entries = state.store.search(&caller.tenant, &run, &query).await?;
-    Ok(ApiJson(SearchResults {
-        messages: EntryView::all(&entries)?,
+    Ok(ApiJson(MessageList {
+        messages: EntryView::all(&entries),
     }))
 }

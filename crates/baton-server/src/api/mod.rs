@@ -27,6 +27,9 @@ pub mod runs;
 pub mod summaries;
 pub mod working;
 
+#[cfg(test)]
+mod tests;
+
 /// The API's routes, with their OpenAPI description.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())

@@ -30,9 +30,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_core::key::{RequestKey, canonical_json};
 use baton_core::{TenantId, Timestamp};
-use baton_store::ledger::{DEFAULT_RETENTION, check_key, downstream_key, http_status};
-use baton_store::{Attempt, Begin, Fenced, OpStatus, Operation, Publish};
-use serde::{Deserialize, Deserializer, Serialize};
+use baton_store::ledger::{DEFAULT_RETENTION, check_key};
+use baton_store::{Begin, Fenced, OpStatus, Operation, Publish};
+use baton_view::{
+    Begun, BegunOutcome, OperationDetail, OperationList, OperationStatus, OperationView,
+};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use sha2::Digest as _;
 use utoipa::{IntoParams, ToSchema};
@@ -40,7 +43,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Caller;
-use crate::problem::{ApiJson, ApiPath, ApiQuery, Problem, ProblemBody};
+use crate::problem::{ApiJson, ApiPath, ApiQuery, Problem, ProblemBody, http_status};
 use crate::state::AppState;
 
 /// The routes of this module.
@@ -140,191 +143,6 @@ pub struct FailOperation {
     pub paid: bool,
 }
 
-/// An operation's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationStatus {
-    /// Recorded, no worker yet.
-    Pending,
-    /// A worker holds the lease.
-    Running,
-    /// Done; the result is final.
-    Completed,
-    /// The last attempt failed.
-    Failed,
-}
-
-impl From<OpStatus> for OperationStatus {
-    fn from(s: OpStatus) -> Self {
-        match s {
-            OpStatus::Pending => OperationStatus::Pending,
-            OpStatus::Running => OperationStatus::Running,
-            OpStatus::Completed => OperationStatus::Completed,
-            OpStatus::Failed => OperationStatus::Failed,
-        }
-    }
-}
-
-impl From<OperationStatus> for OpStatus {
-    fn from(s: OperationStatus) -> Self {
-        match s {
-            OperationStatus::Pending => OpStatus::Pending,
-            OperationStatus::Running => OpStatus::Running,
-            OperationStatus::Completed => OpStatus::Completed,
-            OperationStatus::Failed => OpStatus::Failed,
-        }
-    }
-}
-
-/// An operation's record as the API shows it.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct OperationView {
-    /// Its id (stable for the record's life).
-    pub id: String,
-    /// The idempotency key.
-    pub key: String,
-    /// The hash of the request it was begun with (64 hex digits).
-    pub request_hash: String,
-    /// Where it stands.
-    pub status: OperationStatus,
-    /// The current fence: grows every time the lease changes hands.
-    pub fence: u64,
-    /// Who holds (or last held) the lease.
-    pub lease_owner: Option<String>,
-    /// When the lease runs out (RFC 3339).
-    pub lease_expires_at: Option<String>,
-    /// The result, once completed.
-    pub result: Option<Value>,
-    /// The last failure's message.
-    pub error: Option<String>,
-    /// Whether the last failure may be retried.
-    pub retryable: bool,
-    /// When it was begun (RFC 3339).
-    pub created_at: String,
-    /// When it last changed (RFC 3339).
-    pub updated_at: String,
-    /// When the record may be pruned (RFC 3339).
-    pub expires_at: String,
-    /// The key to hand a downstream system with its own idempotency contract: the same for
-    /// every attempt of this operation, different for every other.
-    pub downstream_key: String,
-}
-
-impl OperationView {
-    fn of(tenant: &TenantId, op: Operation) -> Self {
-        OperationView {
-            downstream_key: downstream_key(tenant, &op.key),
-            id: op.id,
-            key: op.key,
-            request_hash: op.request_hash.to_string(),
-            status: op.status.into(),
-            fence: op.fence,
-            lease_owner: op.lease_owner,
-            lease_expires_at: op.lease_expires_at.map(|t| t.to_string()),
-            result: op.result,
-            error: op.error,
-            retryable: op.retryable,
-            created_at: op.created_at.to_string(),
-            updated_at: op.updated_at.to_string(),
-            expires_at: op.expires_at.to_string(),
-        }
-    }
-}
-
-/// How an attempt ended.
-#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AttemptOutcomeView {
-    /// It published the result.
-    Completed,
-    /// It recorded a failure.
-    Failed,
-    /// Its lease expired and another worker took over.
-    LeaseLost,
-    /// It tried to publish after losing the lease; nothing was published.
-    FencedOut,
-}
-
-/// One worker's attempt.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct AttemptView {
-    /// The worker.
-    pub owner: String,
-    /// The fence it held.
-    pub fence: u64,
-    /// When it began (RFC 3339).
-    pub started_at: String,
-    /// When it ended, if it did (RFC 3339).
-    pub ended_at: Option<String>,
-    /// How it ended, if it did.
-    pub outcome: Option<AttemptOutcomeView>,
-    /// Whether it made a paid external call.
-    pub paid: bool,
-    /// What it tried to publish, kept for audit when it was fenced out.
-    pub result: Option<Value>,
-    /// The error it reported.
-    pub error: Option<String>,
-}
-
-impl From<Attempt> for AttemptView {
-    fn from(a: Attempt) -> Self {
-        use baton_store::AttemptOutcome as O;
-        AttemptView {
-            owner: a.owner,
-            fence: a.fence,
-            started_at: a.started_at.to_string(),
-            ended_at: a.ended_at.map(|t| t.to_string()),
-            outcome: a.outcome.map(|o| match o {
-                O::Completed => AttemptOutcomeView::Completed,
-                O::Failed => AttemptOutcomeView::Failed,
-                O::LeaseLost => AttemptOutcomeView::LeaseLost,
-                O::FencedOut => AttemptOutcomeView::FencedOut,
-            }),
-            paid: a.paid,
-            result: a.result,
-            error: a.error,
-        }
-    }
-}
-
-/// What `begin` gave: the lease (201) or a completed operation's record (200).
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct Begun {
-    /// `acquired` or `took_over` (201: do the work with `operation.fence`), `completed` (200:
-    /// the work is done; `operation.result` is its result).
-    pub outcome: BegunOutcome,
-    /// The record.
-    pub operation: OperationView,
-}
-
-/// What `begin` did.
-#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum BegunOutcome {
-    /// A new operation: the caller holds the lease.
-    Acquired,
-    /// The caller took over an expired lease or a retryable failure.
-    TookOver,
-    /// The operation completed before; nothing is to be done.
-    Completed,
-}
-
-/// An operation and its attempts.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct OperationDetail {
-    /// The record.
-    pub operation: OperationView,
-    /// Its attempts, oldest first.
-    pub attempts: Vec<AttemptView>,
-}
-
-/// The tenant's operations.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct OperationList {
-    /// By key.
-    pub operations: Vec<OperationView>,
-}
-
 /// Which operations to list.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -354,7 +172,8 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             Problem::bad_request("the Idempotency-Key header is not UTF-8".to_owned())
         })?;
         let key = unquote(text.trim());
-        check_key(&key)?;
+        // A header that does not hold a key is an unreadable request (400), as a missing one is.
+        check_key(&key).map_err(|e| Problem::bad_request(e.to_string()))?;
         Ok(IdempotencyKey(key))
     }
 }
@@ -411,7 +230,7 @@ fn duration(
 
 /// A key from the path (already percent-decoded), checked.
 fn path_key(key: &str) -> Result<&str, Problem> {
-    check_key(key)?;
+    check_key(key).map_err(|e| Problem::bad_request(e.to_string()))?;
     Ok(key)
 }
 
@@ -525,7 +344,7 @@ async fn begin_operation(
                 } else {
                     BegunOutcome::Acquired
                 },
-                operation: OperationView::of(tenant, operation),
+                operation: OperationView::of(tenant, &operation),
             };
             let mut response = (StatusCode::CREATED, ApiJson(body)).into_response();
             if let Ok(value) = HeaderValue::from_str(&location) {
@@ -537,7 +356,7 @@ async fn begin_operation(
             let code = status.and_then(|s| StatusCode::from_u16(s).ok());
             let body = Begun {
                 outcome: BegunOutcome::Completed,
-                operation: OperationView::of(tenant, operation),
+                operation: OperationView::of(tenant, &operation),
             };
             Ok((code.unwrap_or(StatusCode::OK), ApiJson(body)).into_response())
         }
@@ -560,7 +379,7 @@ async fn begin_operation(
             );
             Err(
                 conflict(status, "in-progress", "Operation in progress", detail)
-                    .with("operation", OperationView::of(tenant, operation))
+                    .with("operation", OperationView::of(tenant, &operation))
                     .retry_after(secs),
             )
         }
@@ -572,7 +391,7 @@ async fn begin_operation(
             );
             Err(
                 conflict(status, "operation-failed", "Operation failed", detail)
-                    .with("operation", OperationView::of(tenant, operation)),
+                    .with("operation", OperationView::of(tenant, &operation)),
             )
         }
         Begin::Mismatch { operation, given } => {
@@ -628,12 +447,7 @@ async fn list_operations(
         .store
         .operations(&caller.tenant, query.status.map(OpStatus::from))
         .await?;
-    Ok(ApiJson(OperationList {
-        operations: ops
-            .into_iter()
-            .map(|op| OperationView::of(&caller.tenant, op))
-            .collect(),
-    }))
+    Ok(ApiJson(OperationList::of(&caller.tenant, &ops)))
 }
 
 /// Gets an operation and its attempts.
@@ -657,10 +471,7 @@ async fn get_operation(
         .operation(&caller.tenant, path_key(&key)?)
         .await?
         .ok_or_else(|| not_found(&key))?;
-    Ok(ApiJson(OperationDetail {
-        operation: OperationView::of(&caller.tenant, op),
-        attempts: attempts.into_iter().map(AttemptView::from).collect(),
-    }))
+    Ok(ApiJson(OperationDetail::of(&caller.tenant, &op, &attempts)))
 }
 
 /// What a heartbeat or a publish answers: the record, a 404, or a 409 `fenced-out`.
@@ -671,7 +482,7 @@ fn fenced(
     done: Result<Operation, Fenced>,
 ) -> Result<ApiJson<OperationView>, Problem> {
     match done {
-        Ok(op) => Ok(ApiJson(OperationView::of(tenant, op))),
+        Ok(op) => Ok(ApiJson(OperationView::of(tenant, &op))),
         Err(Fenced::NotFound) => Err(not_found(key)),
         Err(Fenced::Out { operation, given }) => {
             state.metrics.ledger_conflict("fenced_out");
@@ -683,7 +494,7 @@ fn fenced(
             Err(Problem::conflict("fenced-out", "Fenced out", detail)
                 .with("fence", operation.fence)
                 .with("given", given)
-                .with("operation", OperationView::of(tenant, operation)))
+                .with("operation", OperationView::of(tenant, &operation)))
         }
     }
 }

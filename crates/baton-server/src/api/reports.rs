@@ -17,15 +17,16 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use baton_cache::report::{self, Row, ToolCall};
+use baton_cache::report::{self, ToolCall};
 use baton_compact::config::{CompactionConfig, STRATEGIES};
 use baton_compact::growth::Growth;
 use baton_compact::replay::{Replay, replay_unless};
 use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
 use baton_store::Store;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use baton_view::{DuplicatesReport, GrowthReport};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -64,56 +65,6 @@ pub struct DuplicatesQuery {
     pub tools: Option<bool>,
 }
 
-/// One day and operation of the duplicate-work report.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct DuplicatesRow {
-    /// The UTC day, `YYYY-MM-DD` (`all` in the total).
-    pub day: String,
-    /// The operation, or the tool (`all` in the total).
-    pub operation: String,
-    /// Calls.
-    pub calls: u64,
-    /// Calls repeating an earlier identical one.
-    pub repeats: u64,
-    /// `repeats / calls`.
-    pub ratio: f64,
-    /// What the repeats cost (or would have, executed), in US dollars.
-    pub repeat_cost: f64,
-    /// Calls that started while an identical call was in flight.
-    pub coincident: u64,
-    /// The cost of the calls the cache answered.
-    pub saved_by_cache: f64,
-    /// The cost of the calls answered by an identical call in flight.
-    pub saved_by_coalescing: f64,
-}
-
-impl From<Row> for DuplicatesRow {
-    fn from(r: Row) -> Self {
-        DuplicatesRow {
-            day: r.day,
-            operation: r.operation,
-            calls: r.calls,
-            repeats: r.repeats,
-            ratio: r.ratio,
-            repeat_cost: r.repeat_cost,
-            coincident: r.coincident,
-            saved_by_cache: r.saved_by_cache,
-            saved_by_coalescing: r.saved_by_coalescing,
-        }
-    }
-}
-
-/// The duplicate-work report.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct DuplicatesReport {
-    /// Whether it covers tool calls (`true`) or the call log (`false`).
-    pub tools: bool,
-    /// By day, then operation.
-    pub rows: Vec<DuplicatesRow>,
-    /// The rows' totals.
-    pub total: DuplicatesRow,
-}
-
 /// How to replay a run for its growth report.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -126,36 +77,6 @@ pub struct GrowthQuery {
     /// The token budget: `budget`'s `max_tokens`, `summarize`'s and `structured`'s threshold.
     #[param(minimum = 1)]
     pub budget: Option<u64>,
-}
-
-/// One model call of the replay.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct GrowthStep {
-    /// The seq of the assistant message the call produced.
-    pub seq: u64,
-    /// Input tokens had the whole transcript been sent.
-    pub full_tokens: u64,
-    /// Input tokens of the compacted context.
-    pub context_tokens: u64,
-    /// Whether a compaction ran just before this call.
-    pub compacted: bool,
-}
-
-/// The token-growth report of a run.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct GrowthReport {
-    /// The run.
-    pub run: String,
-    /// The strategy the compacted figures come from.
-    pub strategy: String,
-    /// Every model call, in order.
-    pub steps: Vec<GrowthStep>,
-    /// Input tokens over the run, whole transcript.
-    pub full_total: u64,
-    /// Input tokens over the run, compacted.
-    pub context_total: u64,
-    /// `full_total / context_total` (0 without model calls).
-    pub ratio: f64,
 }
 
 /// The duplicate-work report.
@@ -189,12 +110,8 @@ async fn duplicates(
         };
         report::calls(&records, operation)
     };
-    let total = report::total(&rows).into();
-    Ok(ApiJson(DuplicatesReport {
-        tools,
-        rows: rows.into_iter().map(DuplicatesRow::from).collect(),
-        total,
-    }))
+    let total = report::total(&rows);
+    Ok(ApiJson(DuplicatesReport::of(tools, &rows, &total)))
 }
 
 /// A run's token-growth report.
@@ -253,28 +170,7 @@ async fn growth(
         .map_err(|e| Problem::internal(&e))?
         .ok_or_else(|| Problem::internal(&"the growth replay was cancelled"))?;
     let growth = Growth::of(&replayed.strategy, &replayed.steps);
-    let ratio = if growth.steps.is_empty() {
-        0.0
-    } else {
-        growth.ratio
-    };
-    Ok(ApiJson(GrowthReport {
-        run: run.to_string(),
-        strategy: growth.strategy,
-        steps: growth
-            .steps
-            .into_iter()
-            .map(|s| GrowthStep {
-                seq: s.seq.0,
-                full_tokens: s.full_tokens,
-                context_tokens: s.context_tokens,
-                compacted: s.compacted,
-            })
-            .collect(),
-        full_total: growth.full_total,
-        context_total: growth.context_total,
-        ratio,
-    }))
+    Ok(ApiJson(GrowthReport::of(&run, &growth)))
 }
 
 /// `[since, until)` in milliseconds, from `day` or `since`/`until` (UTC days, inclusive).

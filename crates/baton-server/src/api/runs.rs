@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::{Run, RunId};
+use baton_core::RunId;
 use baton_store::NewRun;
-use serde::{Deserialize, Serialize};
+use baton_view::{RunList, RunView};
+use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -23,39 +24,6 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(cancel_run))
 }
 
-/// A run as the API shows it.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct RunView {
-    /// Its id, unique within the tenant.
-    pub id: String,
-    /// `active`, `completed` or `cancelled`.
-    pub status: String,
-    /// What the agent is trying to do.
-    pub goal: Option<String>,
-    /// Standing instructions placed first in every context.
-    pub rules: Option<String>,
-    /// The summary version the context uses, if any.
-    pub active_summary_id: Option<u64>,
-    /// The last seq appended (0 when the history is empty).
-    pub last_seq: u64,
-    /// When it was created (RFC 3339).
-    pub created_at: String,
-}
-
-impl From<Run> for RunView {
-    fn from(run: Run) -> Self {
-        RunView {
-            id: run.id.to_string(),
-            status: run.status.as_str().to_owned(),
-            goal: run.goal,
-            rules: run.rules,
-            active_summary_id: run.active_summary_id.map(|s| s.0),
-            last_seq: run.last_seq.0,
-            created_at: run.created_at.to_string(),
-        }
-    }
-}
-
 /// What a new run is made of.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -66,13 +34,6 @@ pub struct CreateRun {
     pub goal: Option<String>,
     /// Standing instructions placed first in every context.
     pub rules: Option<String>,
-}
-
-/// A page of runs.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RunList {
-    /// The tenant's runs, oldest first.
-    pub runs: Vec<RunView>,
 }
 
 /// A run id from the path, checked.

@@ -11,16 +11,17 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_core::{Claim, ClaimKind, RunId, Seq, Summary, SummaryId};
+use baton_core::{Claim, RunId, Seq, SummaryId};
 use baton_store::{Candidate, Install, Rejection};
-use serde::{Deserialize, Serialize};
+use baton_view::{ClaimView, SummaryList, SummaryView};
+use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::runs::run_id;
 use crate::auth::Caller;
-use crate::problem::{ApiJson, ApiPath, Problem, ProblemBody};
+use crate::problem::{ApiJson, ApiPath, Problem, ProblemBody, status};
 use crate::state::AppState;
 
 /// The routes of this module.
@@ -29,158 +30,6 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(list_summaries, install_summary))
         .routes(routes!(get_summary))
         .routes(routes!(activate_summary))
-}
-
-/// What a claim is about (`baton_core::ClaimKind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ClaimKindName {
-    /// The current objective.
-    Goal,
-    /// A constraint the user set, in their words.
-    Constraint,
-    /// A fact backed by an observation.
-    Verified,
-    /// Something believed but not yet shown.
-    Hypothesis,
-    /// Something tried that did not work.
-    FailedApproach,
-    /// An operation started and not known to be finished.
-    Pending,
-    /// A file, URL or other artifact worth coming back to.
-    Artifact,
-    /// What to do next.
-    NextStep,
-    /// Anything else.
-    Note,
-}
-
-impl From<ClaimKind> for ClaimKindName {
-    fn from(kind: ClaimKind) -> Self {
-        match kind {
-            ClaimKind::Goal => ClaimKindName::Goal,
-            ClaimKind::Constraint => ClaimKindName::Constraint,
-            ClaimKind::Verified => ClaimKindName::Verified,
-            ClaimKind::Hypothesis => ClaimKindName::Hypothesis,
-            ClaimKind::FailedApproach => ClaimKindName::FailedApproach,
-            ClaimKind::Pending => ClaimKindName::Pending,
-            ClaimKind::Artifact => ClaimKindName::Artifact,
-            ClaimKind::NextStep => ClaimKindName::NextStep,
-            ClaimKind::Note => ClaimKindName::Note,
-        }
-    }
-}
-
-impl From<ClaimKindName> for ClaimKind {
-    fn from(kind: ClaimKindName) -> Self {
-        match kind {
-            ClaimKindName::Goal => ClaimKind::Goal,
-            ClaimKindName::Constraint => ClaimKind::Constraint,
-            ClaimKindName::Verified => ClaimKind::Verified,
-            ClaimKindName::Hypothesis => ClaimKind::Hypothesis,
-            ClaimKindName::FailedApproach => ClaimKind::FailedApproach,
-            ClaimKindName::Pending => ClaimKind::Pending,
-            ClaimKindName::Artifact => ClaimKind::Artifact,
-            ClaimKindName::NextStep => ClaimKind::NextStep,
-            ClaimKindName::Note => ClaimKind::Note,
-        }
-    }
-}
-
-/// One statement of a summary, with the history seq it rests on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ClaimView {
-    /// What the claim is about.
-    pub kind: ClaimKindName,
-    /// The statement (non-empty).
-    pub text: String,
-    /// The seq of the message it rests on (recall it for the original).
-    pub source_seq: u64,
-}
-
-impl From<&Claim> for ClaimView {
-    fn from(claim: &Claim) -> Self {
-        ClaimView {
-            kind: claim.kind.into(),
-            text: claim.text.clone(),
-            source_seq: claim.source_seq.0,
-        }
-    }
-}
-
-impl From<ClaimView> for Claim {
-    fn from(claim: ClaimView) -> Self {
-        Claim {
-            kind: claim.kind.into(),
-            text: claim.text,
-            source_seq: Seq(claim.source_seq),
-        }
-    }
-}
-
-/// A summary version in full.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct SummaryView {
-    /// Its id (unique across runs).
-    pub id: u64,
-    /// The run it summarizes.
-    pub run: String,
-    /// The last seq it covers: the context sends it in place of messages `1..=coverage`.
-    pub coverage: u64,
-    /// The version it was built from (`null` for a run's first summary).
-    pub previous_id: Option<u64>,
-    /// Whether it is the run's active summary.
-    pub active: bool,
-    /// What it says.
-    pub claims: Vec<ClaimView>,
-    /// What made it (strategy, sizes, retention audit), as its installer gave it.
-    #[schema(value_type = Option<Object>)]
-    pub meta: Option<serde_json::Value>,
-    /// When it was installed (RFC 3339).
-    pub created_at: String,
-}
-
-impl SummaryView {
-    /// The view of `summary`, given the run's active summary.
-    pub fn of(summary: &Summary, active: Option<SummaryId>) -> Self {
-        SummaryView {
-            id: summary.id.0,
-            run: summary.run.to_string(),
-            coverage: summary.coverage.0,
-            previous_id: summary.previous_id.map(|p| p.0),
-            active: active == Some(summary.id),
-            claims: summary.claims.iter().map(ClaimView::from).collect(),
-            meta: summary.meta.clone(),
-            created_at: summary.created_at.to_string(),
-        }
-    }
-}
-
-/// A summary version in a list: without its claims.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct SummaryItem {
-    /// Its id.
-    pub id: u64,
-    /// The last seq it covers.
-    pub coverage: u64,
-    /// The version it was built from.
-    pub previous_id: Option<u64>,
-    /// How many claims it has.
-    pub claims: usize,
-    /// Whether it is the run's active summary.
-    pub active: bool,
-    /// When it was installed (RFC 3339).
-    pub created_at: String,
-}
-
-/// A run's summary versions.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SummaryList {
-    /// The run's active summary (`null` when it has none).
-    pub active_id: Option<u64>,
-    /// Every version, oldest first.
-    pub summaries: Vec<SummaryItem>,
 }
 
 /// A candidate summary to install.
@@ -213,32 +62,34 @@ pub struct ActivateSummary {
     pub base: Option<u64>,
 }
 
-/// The problem an install, activation or compaction rejected by the store answers with.
+/// The problem an install, activation or compaction rejected by the store answers with: its
+/// status from the rejection's kind ([`status`]), its `type` naming the rejection.
 pub fn rejected(why: Rejection) -> Problem {
+    let status = status(why.kind());
     let detail = why.to_string();
     match why {
         Rejection::StaleBase { expected, active } => {
-            Problem::conflict("stale-base", "Stale base", detail)
+            Problem::new(status, "stale-base", "Stale base", detail)
                 .with("base", expected.map(|s| s.0))
                 .with("active_summary_id", active.map(|s| s.0))
         }
         Rejection::Invalid(invalid) => {
-            Problem::unprocessable("invalid-candidate", "Invalid candidate", detail)
+            Problem::new(status, "invalid-candidate", "Invalid candidate", detail)
                 .with("rejection", invalid)
         }
-        Rejection::RunNotActive { status } => {
-            Problem::conflict("run-not-active", "Run not active", detail)
-                .with("run_status", status.as_str())
+        Rejection::RunNotActive { status: run } => {
+            Problem::new(status, "run-not-active", "Run not active", detail)
+                .with("run_status", run.as_str())
         }
         Rejection::StaleCleared { expected, active } => {
-            Problem::conflict("stale-setting", "Stale setting", detail)
+            Problem::new(status, "stale-setting", "Stale setting", detail)
                 .with("expected", expected)
                 .with("active", active)
         }
         Rejection::InvalidClear { .. } => {
-            Problem::unprocessable("invalid-setting", "Invalid setting", detail)
+            Problem::new(status, "invalid-setting", "Invalid setting", detail)
         }
-        other => Problem::internal(&other),
+        other => Problem::new(status, "rejected", "Rejected", other.to_string()),
     }
 }
 
@@ -265,20 +116,7 @@ async fn list_summaries(
         .await?
         .active_summary_id;
     let summaries = state.store.summaries(&caller.tenant, &run).await?;
-    Ok(ApiJson(SummaryList {
-        active_id: active.map(|s| s.0),
-        summaries: summaries
-            .iter()
-            .map(|s| SummaryItem {
-                id: s.id.0,
-                coverage: s.coverage.0,
-                previous_id: s.previous_id.map(|p| p.0),
-                claims: s.claims.len(),
-                active: active == Some(s.id),
-                created_at: s.created_at.to_string(),
-            })
-            .collect(),
-    }))
+    Ok(ApiJson(SummaryList::of(&summaries, active)))
 }
 
 /// Reads one summary version, with its claims.

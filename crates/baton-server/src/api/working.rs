@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use baton_core::{ClaimKind, Seq};
+use baton_view::Pins;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -64,16 +65,6 @@ pub struct WorkingState {
     pub next_steps: Vec<StateItem>,
     /// Anything else.
     pub notes: Vec<StateItem>,
-}
-
-/// A run's pinned seqs.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Pins {
-    /// The pinned seqs, in order.
-    pub pins: Vec<u64>,
-    /// Whether the request changed them (`false`: the seq was pinned already, or was not
-    /// pinned).
-    pub changed: bool,
 }
 
 /// The run's working state: the typed claims of its active summary, grouped by kind.

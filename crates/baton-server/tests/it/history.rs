@@ -408,9 +408,14 @@ async fn search_finds_originals_and_refuses_bad_queries(backend: Backend) {
     let (_, found) = server.get("/v1/runs/r1/search?q=database").await;
     assert_eq!(seqs(&found), [1, 4]);
 
-    // Bad queries: no words, a limit of 0 or too large, an unknown kind, no q.
+    // A query the store cannot run (no words) is invalid (422); parameters that cannot be
+    // read (a limit of 0 or too large, an unknown kind, no q) are 400.
+    assert_problem(
+        &server.get("/v1/runs/r1/search?q=%21%21%21").await,
+        422,
+        "invalid-request",
+    );
     for bad in [
-        "q=%21%21%21",
         "q=database&limit=0",
         "q=database&limit=5000",
         "q=database&kind=image",

@@ -95,7 +95,7 @@ async fn begin_complete_and_replay(backend: Backend) {
     .await;
     assert_eq!(status, 201, "{begun}");
     assert_eq!(begun["outcome"], "acquired");
-    let op = &begun["operation"];
+    let op = &begun;
     assert_eq!(op["key"], "charge-1");
     assert_eq!(op["status"], "running");
     assert_eq!(op["fence"], 1);
@@ -141,13 +141,13 @@ async fn begin_complete_and_replay(backend: Backend) {
         let (status, replay, _) = begin(&server, Some("charge-1"), body).await;
         assert_eq!(status, 200, "{replay}");
         assert_eq!(replay["outcome"], "completed");
-        assert_eq!(replay["operation"]["result"], result);
-        assert_eq!(replay["operation"]["fence"], 1);
+        assert_eq!(replay["result"], result);
+        assert_eq!(replay["fence"], 1);
     }
 
     let (status, detail) = server.get("/v1/operations/charge-1").await;
     assert_eq!(status, 200, "{detail}");
-    assert_eq!(detail["operation"]["status"], "completed");
+    assert_eq!(detail["status"], "completed");
     let attempts = detail["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 1, "{detail}");
     assert_eq!(attempts[0]["owner"], "worker-a");
@@ -246,7 +246,7 @@ async fn conflicts_follow_the_idempotency_key_draft(backend: Backend) {
     let (status, took, _) = begin(&server, Some("inv-9"), body.clone()).await;
     assert_eq!(status, 201, "{took}");
     assert_eq!(took["outcome"], "took_over");
-    assert_eq!(took["operation"]["fence"], 2);
+    assert_eq!(took["fence"], 2);
 
     // A structured-field string names the same key as the bare token.
     let (status, problem, _) = begin(&server, Some("\"inv-9\""), body.clone()).await;
@@ -273,7 +273,7 @@ async fn a_late_worker_is_fenced_out_and_its_result_kept(backend: Backend) {
     let (status, b, _) = begin(&server, Some("job-1"), body("worker-b")).await;
     assert_eq!(status, 201, "{b}");
     assert_eq!(b["outcome"], "took_over");
-    assert_eq!(b["operation"]["fence"], 2);
+    assert_eq!(b["fence"], 2);
 
     // A, late: every call with fence 1 is fenced out, naming the current fence.
     let beat = server
@@ -311,7 +311,7 @@ async fn a_late_worker_is_fenced_out_and_its_result_kept(backend: Backend) {
     assert_eq!(status, 200, "{done}");
     assert_eq!(done["result"], mine);
     let (_, detail) = server.get("/v1/operations/job-1").await;
-    assert_eq!(detail["operation"]["result"], mine);
+    assert_eq!(detail["result"], mine);
     let attempts = detail["attempts"].as_array().unwrap();
     let a = attempts.iter().find(|a| a["owner"] == "worker-a").unwrap();
     assert_eq!(a["fence"], 1);
@@ -489,8 +489,8 @@ async fn bad_inputs_are_problems(backend: Backend) {
     assert_problem(&unsupported, 415, "unsupported-media-type");
     // Still the one operation, untouched.
     let (_, detail) = server.get("/v1/operations/k").await;
-    assert_eq!(detail["operation"]["status"], "running");
-    assert_eq!(detail["operation"]["fence"], 1);
+    assert_eq!(detail["status"], "running");
+    assert_eq!(detail["fence"], 1);
     server.stop().await;
 }
 
@@ -499,12 +499,12 @@ async fn keys_are_percent_encoded_and_scoped_to_their_tenant(backend: Backend) {
     let key = "orders/2024 #7?ü=1%";
     let (status, begun, headers) = begin(&server, Some(key), json!({"request": "r"})).await;
     assert_eq!(status, 201, "{begun}");
-    assert_eq!(begun["operation"]["key"], key);
+    assert_eq!(begun["key"], key);
     let location = headers["location"].to_str().unwrap().to_owned();
     assert_eq!(location, op_path(key, ""));
     let (status, detail) = server.get(&location).await;
     assert_eq!(status, 200, "{detail}");
-    assert_eq!(detail["operation"]["key"], key);
+    assert_eq!(detail["key"], key);
     let (status, done) = server
         .post(
             &op_path(key, "/complete"),
@@ -545,13 +545,10 @@ async fn keys_are_percent_encoded_and_scoped_to_their_tenant(backend: Backend) {
     )
     .await;
     assert_eq!(status, 201, "{theirs}");
-    assert_ne!(
-        theirs["operation"]["downstream_key"],
-        begun["operation"]["downstream_key"]
-    );
+    assert_ne!(theirs["downstream_key"], begun["downstream_key"]);
     // acme's record is unchanged.
     let (_, detail) = server.get(&location).await;
-    assert_eq!(detail["operation"]["result"], "ok");
+    assert_eq!(detail["result"], "ok");
     // No key at all.
     let anonymous = send(server.client.get(server.url("/v1/operations"))).await;
     assert_problem(&anonymous, 401, "unauthorized");
@@ -594,7 +591,7 @@ async fn concurrent_begins_elect_one_holder(backend: Backend) {
             assert_eq!(b["type"], "urn:baton:problem:in-progress");
         }
     }
-    let winner = acquired[0]["operation"]["lease_owner"].clone();
+    let winner = acquired[0]["lease_owner"].clone();
     let result = json!({"paid": "tx_9"});
     let (status, _) = server
         .post(
@@ -606,8 +603,8 @@ async fn concurrent_begins_elect_one_holder(backend: Backend) {
     let replays = race(20).await;
     for (status, b) in &replays {
         assert_eq!(*status, 200, "{b}");
-        assert_eq!(b["operation"]["result"], result);
-        assert_eq!(b["operation"]["lease_owner"], winner);
+        assert_eq!(b["result"], result);
+        assert_eq!(b["lease_owner"], winner);
     }
     let (_, detail) = server.get("/v1/operations/race-1").await;
     assert_eq!(detail["attempts"].as_array().unwrap().len(), 1, "{detail}");

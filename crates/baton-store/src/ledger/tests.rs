@@ -1,4 +1,4 @@
-//! The rules both backends share: what `begin` does with a record, the HTTP mapping, keys.
+//! The rules both backends share: what `begin` does with a record, keys.
 
 #![allow(clippy::unwrap_used)]
 
@@ -49,36 +49,6 @@ fn begin_decisions() {
         decide_begin(&op(OpStatus::Failed, None, false), now),
         Decision::Answer
     );
-}
-
-#[test]
-fn http_statuses_follow_the_idempotency_key_draft() {
-    let given = RequestKey([1; 32]);
-    assert_eq!(
-        http_status(&answer(op(OpStatus::Completed, None, false), &given)),
-        Some(200)
-    );
-    assert_eq!(
-        http_status(&answer(op(OpStatus::Running, Some(1), false), &given)),
-        Some(409)
-    );
-    assert_eq!(
-        http_status(&answer(op(OpStatus::Failed, None, false), &given)),
-        Some(409)
-    );
-    assert_eq!(
-        http_status(&answer(
-            op(OpStatus::Completed, None, false),
-            &RequestKey([2; 32])
-        )),
-        Some(422)
-    );
-    let acquired = Begin::Acquired {
-        operation: op(OpStatus::Running, Some(1), false),
-        takeover: false,
-    };
-    assert_eq!(http_status(&acquired), None);
-    assert_eq!(HTTP_MISSING_KEY, 400);
 }
 
 #[test]
