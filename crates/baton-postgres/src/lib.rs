@@ -332,8 +332,51 @@ impl PgStore {
 }
 
 fn pg(err: tokio_postgres::Error) -> Error {
-    Error::backend(err)
+    Error::backend(PgError(err))
 }
+
+/// A driver error as baton reports and logs it. tokio-postgres says only `db error` for
+/// anything the server refused and keeps the server's report in its source, whose DETAIL can
+/// quote a row's values. This says what the server said, its SQLSTATE code and the constraint,
+/// table and column it names, and nothing else: never a parameter or a row's values. It has no
+/// source, so no printer of the error chain reaches the DETAIL either.
+#[derive(Debug)]
+struct PgError(tokio_postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(db) = self.0.as_db_error() else {
+            // A connection or protocol failure: the driver's words, and its cause's.
+            write!(f, "{}", self.0)?;
+            if let Some(cause) = std::error::Error::source(&self.0) {
+                write!(f, ": {cause}")?;
+            }
+            return Ok(());
+        };
+        write!(
+            f,
+            "{}: {} (SQLSTATE {}",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        )?;
+        if let Some(constraint) = db.constraint() {
+            write!(f, ", constraint {constraint}")?;
+        }
+        if let Some(table) = db.table() {
+            match db.schema() {
+                Some(schema) => write!(f, ", table {schema}.{table}")?,
+                None => write!(f, ", table {table}")?,
+            }
+        }
+        if let Some(column) = db.column() {
+            write!(f, ", column {column}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl std::error::Error for PgError {}
 
 struct RunRow {
     pk: i64,
@@ -949,7 +992,7 @@ fn connection_broken(err: &Error) -> bool {
     let Error::Backend(inner) = err else {
         return false;
     };
-    let Some(pg) = inner.downcast_ref::<tokio_postgres::Error>() else {
+    let Some(PgError(pg)) = inner.downcast_ref::<PgError>() else {
         return false;
     };
     if pg.is_closed() {

@@ -90,3 +90,67 @@ async fn a_killed_backend_fails_the_operation_and_the_next_one_reconnects() {
         .unwrap();
     assert_eq!(seqs, vec![Seq(2)], "no seq was burnt by the failed batch");
 }
+
+/// Issue 20 item 9: a statement the server refuses is reported (and so logged) with the
+/// server's message, its SQLSTATE code and the constraint and table it names, not as `db
+/// error`; and never with the row's values, which the server puts in its DETAIL.
+#[tokio::test]
+async fn a_refused_statement_names_the_server_message_code_and_constraint_not_the_values() {
+    let schema = TempSchema::new();
+    let store = schema.store().await;
+    let t = TenantId::default_tenant();
+    let raw = schema.raw().await;
+    raw.batch_execute(&format!(
+        "ALTER TABLE \"{}\".runs ADD CONSTRAINT goal_is_short CHECK (length(goal) < 20)",
+        schema.name
+    ))
+    .await
+    .unwrap();
+    let secret = "a goal that quotes a customer's card number 4111-1111";
+    let err = store
+        .create_run(
+            &t,
+            &NewRun {
+                id: None,
+                goal: Some(secret.to_owned()),
+                rules: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    // What every printer of the error sees: its own text and every cause's.
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        text.push_str(" | ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    assert!(!text.contains("db error"), "{text}");
+    assert!(text.contains("violates check constraint"), "{text}");
+    assert!(text.contains("SQLSTATE 23514"), "{text}");
+    assert!(text.contains("constraint goal_is_short"), "{text}");
+    assert!(text.contains("table ") && text.contains(".runs"), "{text}");
+    assert!(!text.contains("4111"), "a row's values reached the error: {text}");
+    assert_eq!(err.code(), "backend");
+
+    // A missing relation: the server's message and code.
+    raw.batch_execute(&format!("DROP TABLE \"{}\".pins", schema.name))
+        .await
+        .unwrap();
+    let run = store
+        .create_run(
+            &t,
+            &NewRun {
+                id: None,
+                goal: None,
+                rules: None,
+            },
+        )
+        .await
+        .unwrap();
+    let err = store.pins(&t, &run.id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("does not exist"), "{text}");
+    assert!(text.contains("SQLSTATE 42P01"), "{text}");
+}
