@@ -476,7 +476,9 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
             .await?
     } else {
         let code = crate::supervise::exit_code(&status);
-        let tail = String::from_utf8_lossy(&stderr);
+        // Bytes that are not UTF-8 and NUL characters (which the store does not keep in an
+        // error) become U+FFFD, so a command's failure is always recorded.
+        let tail = String::from_utf8_lossy(&stderr).replace('\0', "\u{fffd}");
         let error = format!(
             "{} (exit status {code})",
             tail.trim().lines().last().unwrap_or("no output on stderr")

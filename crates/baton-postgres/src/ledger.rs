@@ -29,7 +29,9 @@ use async_trait::async_trait;
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use baton_store::codec::{lookup_i64, to_i64, to_u64};
-use baton_store::ledger::{Decision, after, answer, check_key, decide_begin, new_operation_id};
+use baton_store::ledger::{
+    Decision, after, answer, check_key, check_text, decide_begin, new_operation_id,
+};
 use baton_store::{
     Attempt, AttemptOutcome, Begin, Error, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
@@ -207,6 +209,7 @@ impl LedgerStore for PgStore {
         now: Timestamp,
     ) -> Result<Begin, Error> {
         check_key(key)?;
+        check_text("owner", owner)?;
         let lease_until = after(now, lease, "a lease")?;
         let expires = after(now, retention, "a retention")?;
         with_client!(self, |client| {
@@ -411,7 +414,10 @@ impl LedgerStore for PgStore {
     ) -> Result<Result<Operation, Fenced>, Error> {
         let (result, error, retryable) = match outcome {
             Publish::Complete(v) => (Some(v.to_string()), None, false),
-            Publish::Fail { error, retryable } => (None, Some(error), retryable),
+            Publish::Fail { error, retryable } => {
+                check_text("error", error)?;
+                (None, Some(error), retryable)
+            }
         };
         with_client!(self, |client| {
             // The common case in one statement: the fence holds, the operation is published and

@@ -1009,6 +1009,7 @@ fn connection_broken(err: &Error) -> bool {
 #[async_trait]
 impl Store for PgStore {
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
+        baton_store::check_new_run(new)?;
         let id = match &new.id {
             Some(id) => id.clone(),
             None => baton_store::generate_run_id()?,

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use baton_store::codec::{to_i64, to_u64};
-use baton_store::ledger::{Decision, after, answer, check_key, decide_begin, new_operation_id};
+use baton_store::ledger::{
+    Decision, after, answer, check_key, check_text, decide_begin, new_operation_id,
+};
 use baton_store::{
     Attempt, AttemptOutcome, Begin, Error, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
@@ -169,6 +171,7 @@ impl LedgerStore for SqliteStore {
         now: Timestamp,
     ) -> Result<Begin, Error> {
         check_key(key)?;
+        check_text("owner", owner)?;
         let lease_until = after(now, lease, "a lease")?;
         let expires = after(now, retention, "a retention")?;
         let (tenant, key, hash, owner) = (
@@ -357,7 +360,10 @@ impl LedgerStore for SqliteStore {
         let (tenant, key) = (tenant.clone(), key.to_owned());
         let (result, error, retryable) = match outcome {
             Publish::Complete(v) => (Some(v.clone()), None, false),
-            Publish::Fail { error, retryable } => (None, Some(error.to_owned()), retryable),
+            Publish::Fail { error, retryable } => {
+                check_text("error", error)?;
+                (None, Some(error.to_owned()), retryable)
+            }
         };
         self.write(move |conn| {
             let tx = conn

@@ -710,6 +710,7 @@ fn validate(
 #[async_trait]
 impl Store for SqliteStore {
     async fn create_run(&self, tenant: &TenantId, new: &NewRun) -> Result<Run, Error> {
+        baton_store::check_new_run(new)?;
         let tenant = tenant.clone();
         let id = match &new.id {
             Some(id) => id.clone(),

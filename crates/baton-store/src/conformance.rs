@@ -55,6 +55,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make_harness;
             runs_lifecycle,
             run_ids_are_unique_per_tenant,
+            a_nul_in_goal_or_rules_is_refused_alike,
             tenants_are_isolated,
             append_assigns_gap_free_seqs_that_survive_reopen,
             append_to_a_cancelled_run_is_refused,
@@ -106,6 +107,7 @@ macro_rules! conformance_tests {
             begin_creates_once_then_answers_from_the_record,
             an_expired_lease_is_taken_over_and_the_late_worker_fenced_out,
             failures_are_retried_only_when_retryable,
+            a_nul_in_an_error_is_refused_alike,
             concurrent_begins_and_takeovers_have_one_winner,
             expired_records_are_pruned_never_reused,
             a_repeated_publish_by_the_publishing_fence_changes_nothing,
@@ -231,6 +233,52 @@ pub async fn runs_lifecycle(h: &dyn Harness) {
     );
     let err = store.run(&t, &run_id("nope")).await.unwrap_err();
     assert!(matches!(err, Error::RunNotFound { .. }), "{err}");
+}
+
+/// Issue 20 item 3: PostgreSQL cannot keep a NUL character in text and SQLite can, so both
+/// refuse one in a run's goal or rules as invalid input, naming the field, and create nothing;
+/// in a message it is stored (messages are JSON) and read back whole.
+pub async fn a_nul_in_goal_or_rules_is_refused_alike(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    for (field, new) in [
+        (
+            "goal",
+            NewRun {
+                id: Some(run_id("nul-goal")),
+                goal: Some("find\0the bug".into()),
+                rules: None,
+            },
+        ),
+        (
+            "rules",
+            NewRun {
+                id: Some(run_id("nul-rules")),
+                goal: Some("fine".into()),
+                rules: Some("\0".into()),
+            },
+        ),
+    ] {
+        let err = store.create_run(&t, &new).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidRun { .. }), "{field}: {err}");
+        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
+        assert!(err.to_string().contains(field), "{err}");
+        assert!(err.to_string().contains("NUL"), "{err}");
+        let missing = store.run(&t, new.id.as_ref().unwrap()).await.unwrap_err();
+        assert!(matches!(missing, Error::RunNotFound { .. }), "{missing}");
+    }
+    let run = new_run(&*store, &t, "nul-message").await;
+    let text = "a\0b";
+    store
+        .append(
+            &t,
+            &run,
+            &[NewEntry::estimated(Message::text(Role::User, text))],
+        )
+        .await
+        .unwrap();
+    let got = store.read_range(&t, &run, Seq(1), None).await.unwrap();
+    assert_eq!(got[0].message, Message::text(Role::User, text));
 }
 
 pub async fn run_ids_are_unique_per_tenant(h: &dyn Harness) {

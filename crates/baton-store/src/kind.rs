@@ -89,6 +89,7 @@ impl Error {
             | Error::InvalidQuery { .. }
             | Error::InvalidCache { .. }
             | Error::InvalidLedger { .. }
+            | Error::InvalidRun { .. }
             | Error::InvalidKey { .. } => ErrorKind::Invalid,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::SchemaTooNew { .. }
@@ -116,6 +117,7 @@ impl Error {
             Error::InvalidQuery { .. } => "invalid_query",
             Error::InvalidCache { .. } => "invalid_cache",
             Error::InvalidLedger { .. } => "invalid_ledger",
+            Error::InvalidRun { .. } => "invalid_run",
             Error::InvalidKey { .. } => "invalid_key",
             Error::Import(_) => "import_rejected",
             Error::InvalidId(_) => "invalid_id",

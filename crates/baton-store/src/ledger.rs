@@ -354,6 +354,19 @@ pub fn check_key(key: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Checks a text the ledger keeps as text (a failure's `error`, an attempt's `owner`): no
+/// NUL character ([`crate::nul_at`]).
+pub fn check_text(field: &str, text: &str) -> Result<(), Error> {
+    match crate::nul_at(text) {
+        Some(at) => Err(Error::InvalidLedger {
+            detail: format!(
+                "{field} has a NUL character (U+0000) at character {at}, which the store does not keep; remove it"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A new operation id: a time-ordered UUID (v7).
 pub fn new_operation_id() -> String {
     uuid::Uuid::now_v7().to_string()

@@ -568,7 +568,14 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
-    /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease).
+    /// A run that cannot be created as asked (a goal or rules with a NUL character).
+    #[error("run: {detail}")]
+    InvalidRun {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease, an
+    /// error with a NUL character).
     #[error("ledger: {detail}")]
     InvalidLedger {
         /// What is wrong with it.
@@ -629,6 +636,29 @@ pub fn cited_seqs(candidate: &Candidate) -> Vec<Seq> {
     cited.sort_unstable();
     cited.dedup();
     cited
+}
+
+/// Where `text`, which the store keeps as text, has a NUL character (U+0000): `None` when it
+/// has none. PostgreSQL cannot keep one in a text column and SQLite would, so every backend
+/// refuses one the same way (the conformance suite holds them to it) rather than one storing
+/// what the other refuses. JSON values (messages, results) are stored escaped and may hold it.
+pub fn nul_at(text: &str) -> Option<usize> {
+    text.find('\0').map(|byte| text[..byte].chars().count())
+}
+
+/// Checks a new run: its goal and rules hold no NUL character ([`Error::InvalidRun`] names
+/// the field and where).
+pub fn check_new_run(new: &NewRun) -> Result<(), Error> {
+    for (field, text) in [("goal", &new.goal), ("rules", &new.rules)] {
+        if let Some(at) = text.as_deref().and_then(nul_at) {
+            return Err(Error::InvalidRun {
+                detail: format!(
+                    "{field} has a NUL character (U+0000) at character {at}, which the store does not keep; remove it"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A new run id: a time-ordered UUID (v7), so generated ids sort by creation time.

@@ -227,6 +227,81 @@ pub async fn an_expired_lease_is_taken_over_and_the_late_worker_fenced_out(h: &d
     );
 }
 
+/// Issue 20 item 3: a failure whose error has a NUL character is refused alike on every
+/// backend (invalid input, the operation left as it was, running under its fence), and the
+/// same failure without it is then recorded.
+pub async fn a_nul_in_an_error_is_refused_alike(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    let err = store
+        .begin(&ten, "nul", &hash(1), "w\01", LEASE, KEEP, t(0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
+    assert!(err.to_string().contains("owner"), "{err}");
+    assert!(store.operation(&ten, "nul").await.unwrap().is_none());
+    acquired(
+        store
+            .begin(&ten, "nul", &hash(1), "w1", LEASE, KEEP, t(0))
+            .await
+            .unwrap(),
+    );
+    let err = store
+        .publish(
+            &ten,
+            "nul",
+            1,
+            Publish::Fail {
+                error: "exit 1: \0garbage",
+                retryable: false,
+            },
+            true,
+            t(1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
+    assert!(err.to_string().contains("NUL"), "{err}");
+    let (op, _) = store.operation(&ten, "nul").await.unwrap().unwrap();
+    assert_eq!((op.status, op.fence, op.error), (OpStatus::Running, 1, None));
+    let failed = store
+        .publish(
+            &ten,
+            "nul",
+            1,
+            Publish::Fail {
+                error: "exit 1: garbage",
+                retryable: false,
+            },
+            true,
+            t(2),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.status, OpStatus::Failed);
+    // A result is JSON, stored escaped: a NUL inside it is kept.
+    acquired(
+        store
+            .begin(&ten, "nul-result", &hash(2), "w1", LEASE, KEEP, t(3))
+            .await
+            .unwrap(),
+    );
+    let done = store
+        .publish(
+            &ten,
+            "nul-result",
+            1,
+            Publish::Complete(&json!({"stdout": "a\u{0}b"})),
+            true,
+            t(4),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.result, Some(json!({"stdout": "a\u{0}b"})));
+}
+
 pub async fn failures_are_retried_only_when_retryable(h: &dyn Harness) {
     let store = h.open().await;
     let ten = tenant("acme");
