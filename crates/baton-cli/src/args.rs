@@ -458,9 +458,13 @@ pub struct RecallArgs {
         value_name = "SEQ|FROM..TO"
     )]
     pub what: Option<String>,
-    /// Find the messages containing this phrase (whole words, any case).
+    /// Find the messages containing this phrase (whole words, any case; a trailing `*` makes
+    /// the last word a prefix: `deplo*`). Prints one line per hit, around the match.
     #[arg(long, value_name = "PATTERN")]
     pub grep: Option<String>,
+    /// With --grep: print each hit's whole message instead of a line around the match.
+    #[arg(long, requires = "grep")]
+    pub full: bool,
     /// With --grep: look only in this kind of block.
     #[arg(long, value_enum, requires = "grep")]
     pub kind: Option<RecallKind>,

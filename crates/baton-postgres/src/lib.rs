@@ -744,17 +744,30 @@ async fn search_entries(
 ) -> Result<Vec<Entry>, Error> {
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     let kind = query.kind.map(|k| k.as_str());
-    let stmt = c
-        .prepare_cached(
-            "SELECT seq, tokens, created_at, message FROM history
-             WHERE run_pk = $1 AND seq IN (
-                 SELECT seq FROM history_search
-                 WHERE run_pk = $1 AND tsv @@ phraseto_tsquery('simple', $2::text)
-                   AND ($3::text IS NULL OR kind = $3::text))
-             ORDER BY seq LIMIT $4",
-        )
-        .await
-        .map_err(pg)?;
+    // A phrase as phraseto_tsquery builds it; with a prefix, the same by hand, since only
+    // to_tsquery knows `:*`: each word quoted (normalized words are letters and digits, no
+    // quote), adjacent by `<->`, the last one a prefix.
+    let (tsquery, phrase) = match query.is_prefix() {
+        false => ("phraseto_tsquery('simple', $2::text)", phrase.to_owned()),
+        true => (
+            "to_tsquery('simple', $2::text)",
+            phrase
+                .split(' ')
+                .map(|w| format!("'{w}'"))
+                .collect::<Vec<_>>()
+                .join(" <-> ")
+                + ":*",
+        ),
+    };
+    let sql = format!(
+        "SELECT seq, tokens, created_at, message FROM history
+         WHERE run_pk = $1 AND seq IN (
+             SELECT seq FROM history_search
+             WHERE run_pk = $1 AND tsv @@ {tsquery}
+               AND ($3::text IS NULL OR kind = $3::text))
+         ORDER BY seq LIMIT $4"
+    );
+    let stmt = c.prepare_cached(&sql).await.map_err(pg)?;
     c.query(&stmt, &[&run_pk, &phrase, &kind, &limit])
         .await
         .map_err(pg)?

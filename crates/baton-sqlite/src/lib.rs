@@ -493,8 +493,12 @@ fn search_entries(
     phrase: &str,
     query: &SearchQuery,
 ) -> Result<Vec<Entry>, Error> {
-    // An FTS5 string: the words as one phrase, any `"` doubled (normalized words have none).
-    let fts = format!("\"{}\"", phrase.replace('"', "\"\""));
+    // An FTS5 string: the words as one phrase, any `"` doubled (normalized words have none);
+    // a `*` after it makes its last word a prefix.
+    let mut fts = format!("\"{}\"", phrase.replace('"', "\"\""));
+    if query.is_prefix() {
+        fts.push_str(" *");
+    }
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(

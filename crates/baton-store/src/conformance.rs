@@ -1276,8 +1276,15 @@ pub async fn search_matches_whole_words_in_order_ignoring_case(h: &dyn Harness) 
     assert_eq!(
         f("main.*").await,
         [1, 2, 3],
-        "not a regex: just the word main"
+        "not a regex: the word main, as a prefix"
     );
+    // Issue 20 item 16: a trailing `*` makes the last word a prefix, alike on every backend.
+    assert_eq!(f("mai*").await, [1, 2, 3]);
+    assert_eq!(f("main str*").await, [1, 2], "a phrase ending in a prefix");
+    assert_eq!(f("caf*").await, [1, 2], "folded like a whole word");
+    assert_eq!(f("Brûl *").await, [1]);
+    assert!(f("stree* main").await.is_empty(), "only the last word");
+    assert!(f("mainstreet*").await.is_empty());
 }
 
 pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {

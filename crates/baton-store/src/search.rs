@@ -66,7 +66,9 @@ impl std::fmt::Display for SearchKind {
 /// A recall search.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchQuery {
-    /// The phrase to find: its words, in order, adjacent (see [`crate::search`]).
+    /// The phrase to find: its words, in order, adjacent (see [`crate::search`]). A pattern
+    /// that ends with `*` (`deplo*`, `connection ref*`) takes its last word as a prefix: it
+    /// matches every word that starts with it ([`SearchQuery::is_prefix`]).
     pub pattern: String,
     /// Only blocks of this kind; every kind when `None`.
     pub kind: Option<SearchKind>,
@@ -75,6 +77,11 @@ pub struct SearchQuery {
 }
 
 impl SearchQuery {
+    /// Whether the pattern's last word is a prefix: the pattern ends with `*`.
+    pub fn is_prefix(&self) -> bool {
+        self.pattern.trim_end().ends_with('*')
+    }
+
     /// A search of every kind for `pattern`, returning at most `limit` entries.
     pub fn new(pattern: impl Into<String>, limit: usize) -> Self {
         SearchQuery {
@@ -158,7 +165,8 @@ pub fn search_rows(message: &Message) -> Vec<SearchRow> {
 }
 
 /// Checks a query and returns its pattern as the words a backend matches as one phrase
-/// (normalized, separated by single spaces).
+/// (normalized, separated by single spaces; a trailing `*` is a separator like any other, and
+/// [`SearchQuery::is_prefix`] says whether the last word is a prefix).
 pub fn search_phrase(query: &SearchQuery) -> Result<String, Error> {
     if query.limit == 0 {
         return Err(Error::InvalidQuery {
