@@ -394,7 +394,10 @@ fn print_full_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
 /// `baton recall`.
 pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.full && args.grep.is_none() {
-        return Err(Usage("recall: --full goes with --grep (a seq or a range prints whole messages)".into()).into());
+        return Err(Usage(
+            "recall: --full goes with --grep (a seq or a range prints whole messages)".into(),
+        )
+        .into());
     }
     let run = run_id(&args.run)?;
     let kind = args.kind.map(|k| match k {

@@ -38,7 +38,9 @@ fn main() -> ExitCode {
         Ok(parsed) => parsed,
         Err(err) => {
             // The configuration file is invalid: with --json, also the one object on stdout.
-            if json_asked() && let Some(view) = exit::json(&err) {
+            if json_asked()
+                && let Some(view) = exit::json(&err)
+            {
                 print_error_json(&serde_json::to_value(view).unwrap_or_default());
             }
             return fail(&err);

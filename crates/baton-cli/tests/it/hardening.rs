@@ -336,7 +336,11 @@ fn r20_18_completions_version_config_file_and_no_colours_off_a_terminal() {
     }
     let tcsh = sb.run(&["completions", "tcsh"]);
     assert_eq!(tcsh.code, 2, "{}", tcsh.stderr);
-    assert!(tcsh.stderr.contains("invalid value 'tcsh'"), "{}", tcsh.stderr);
+    assert!(
+        tcsh.stderr.contains("invalid value 'tcsh'"),
+        "{}",
+        tcsh.stderr
+    );
 
     let version = sb.run(&["--version"]).ok().stdout;
     let head = std::process::Command::new("git")

@@ -131,7 +131,10 @@ async fn a_refused_statement_names_the_server_message_code_and_constraint_not_th
     assert!(text.contains("SQLSTATE 23514"), "{text}");
     assert!(text.contains("constraint goal_is_short"), "{text}");
     assert!(text.contains("table ") && text.contains(".runs"), "{text}");
-    assert!(!text.contains("4111"), "a row's values reached the error: {text}");
+    assert!(
+        !text.contains("4111"),
+        "a row's values reached the error: {text}"
+    );
     assert_eq!(err.code(), "backend");
 
     // A missing relation: the server's message and code.

@@ -234,7 +234,7 @@ pub async fn a_nul_in_an_error_is_refused_alike(h: &dyn Harness) {
     let store = h.open().await;
     let ten = tenant("acme");
     let err = store
-        .begin(&ten, "nul", &hash(1), "w\01", LEASE, KEEP, t(0))
+        .begin(&ten, "nul", &hash(1), "w\0x", LEASE, KEEP, t(0))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
@@ -263,7 +263,10 @@ pub async fn a_nul_in_an_error_is_refused_alike(h: &dyn Harness) {
     assert!(matches!(err, Error::InvalidLedger { .. }), "{err}");
     assert!(err.to_string().contains("NUL"), "{err}");
     let (op, _) = store.operation(&ten, "nul").await.unwrap().unwrap();
-    assert_eq!((op.status, op.fence, op.error), (OpStatus::Running, 1, None));
+    assert_eq!(
+        (op.status, op.fence, op.error),
+        (OpStatus::Running, 1, None)
+    );
     let failed = store
         .publish(
             &ten,
