@@ -63,7 +63,7 @@ use anyhow::{Context as _, bail, ensure};
 use baton_compact::audit::Share;
 use baton_compact::config::CompactionConfig;
 use baton_compact::replay::{Replay, ReplayReport, replay};
-use baton_compact::strategies::{Budget, Structured, Summarize};
+use baton_compact::strategies::Budget;
 use baton_compact::{HistoryView, Strategy};
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
 use baton_core::{Entry, EntryMeta, Message, RunId, Seq, TenantId};
@@ -235,7 +235,7 @@ pub(crate) fn section(
 /// Imports one transcript file as `baton import` does (detect, parse, `to_import` with the
 /// `--tokenizer auto` counter of each transcript's model, one `Store::import`); the runs of its
 /// transcripts, in order (found again when an earlier call imported them).
-async fn import_file(
+pub(crate) async fn import_file(
     store: &dyn Store,
     tenant: &TenantId,
     file: &Path,
@@ -265,7 +265,7 @@ async fn import_file(
 }
 
 /// A run's whole history and the tokens its rules and goal take, as `baton replay` reads them.
-async fn recorded(
+pub(crate) async fn recorded(
     store: &dyn Store,
     tenant: &TenantId,
     run: &RunId,
@@ -277,33 +277,36 @@ async fn recorded(
 }
 
 /// The configuration `baton replay --strategies NAME --budget BUDGET` builds.
-fn configured(name: &str) -> anyhow::Result<(CompactionConfig, Arc<dyn Strategy>)> {
-    let mut config = CompactionConfig::named(name);
-    config.budget.get_or_insert_with(Budget::default).max_tokens = BUDGET;
-    config
-        .summarize
-        .get_or_insert_with(Summarize::default)
-        .threshold = BUDGET;
-    config
-        .structured
-        .get_or_insert_with(Structured::default)
-        .threshold = BUDGET;
+pub(crate) fn configured(
+    name: &str,
+    budget: u64,
+) -> anyhow::Result<(CompactionConfig, Arc<dyn Strategy>)> {
+    let config = CompactionConfig::named(name).with_budget(budget);
     let strategy = config.build()?;
     Ok((config, strategy))
 }
 
-/// `baton replay`'s replay of `entries` under `name`.
-fn replay_as_cli(
+/// `baton replay`'s replay of `entries` under `name` at `budget` (imported runs have no rules
+/// or goal), counted with `counter`, with `probes` beside the old constraint probe.
+pub(crate) fn replay_as_cli(
     run: &RunId,
     entries: &[Entry],
-    fixed: u64,
     name: &str,
+    budget: u64,
+    counter: Arc<dyn baton_core::tokens::TokenCounter>,
+    probes: Vec<baton_compact::replay::Probe>,
 ) -> anyhow::Result<ReplayReport> {
-    let (config, strategy) = configured(name)?;
-    let mut how = Replay::new(run.clone(), strategy);
-    how.trigger = config.trigger.clone();
-    how.fixed_tokens = fixed;
+    let (config, _) = configured(name, budget)?;
+    let mut how = Replay::new(run.clone(), &config)?;
+    how.counter = counter;
+    how.extra_probes = probes;
+    how.budget = Some(budget);
     Ok(replay(entries, &how))
+}
+
+/// The counter `baton replay` uses for a Claude Code session: `cl100k_base`.
+fn claude_counter() -> Arc<dyn baton_core::tokens::TokenCounter> {
+    baton_tokens::counter(TokenizerChoice::Auto, Some("claude"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +337,14 @@ fn replay_bar(ctx: &Ctx<'_>, report: &mut Report, out: &mut impl Write) -> anyho
     let import_ms = ms(start.elapsed());
     let mut reports = Vec::new();
     for name in sizes.replayed {
-        reports.push(replay_as_cli(&run, &entries, fixed, name)?);
+        reports.push(replay_as_cli(
+            &run,
+            &entries,
+            name,
+            BUDGET,
+            claude_counter(),
+            Vec::new(),
+        )?);
     }
     let find = |name: &str| reports.iter().find(|r| r.strategy == name);
     let (Some(none), Some(budget), Some(structured)) =
@@ -521,7 +531,15 @@ fn corpus_replay(
         (Share::default(), Share::default(), Share::default());
     let (mut with_constraints, mut compacted) = (0usize, 0usize);
     for (run, entries, fixed) in &histories {
-        let r = replay_as_cli(run, entries, *fixed, "structured")?;
+        let _ = fixed;
+        let r = replay_as_cli(
+            run,
+            entries,
+            "structured",
+            BUDGET,
+            claude_counter(),
+            Vec::new(),
+        )?;
         constraints += r.probes.constraints;
         paths += r.retention.paths;
         commands += r.retention.commands;
@@ -574,7 +592,8 @@ fn replay_json(r: &ReplayReport, none_total: u64) -> Value {
         "refused": r.refused,
         "summary_tokens": r.summary_tokens,
         "constraint_probes": { "kept": r.probes.constraints.kept, "total": r.probes.constraints.total },
-        "finding_probes": { "kept": r.probes.findings.kept, "total": r.probes.findings.total },
+        "steps_over_budget": r.steps_over_budget,
+        "peak_state_tokens": r.peak_state_tokens,
         "source_probes": { "kept": r.probes.sources.kept, "total": r.probes.sources.total },
         "retention": {
             "paths": r.retention.paths.ratio(),
@@ -626,8 +645,9 @@ fn growth_bar(quick: bool, report: &mut Report, out: &mut impl Write) -> anyhow:
                 }
             })
             .collect();
-        let mut how = Replay::new(RunId::new("growth")?, configured("sliding")?.1);
-        how.measure = false;
+        let (config, _) = configured("sliding", 8_000)?;
+        let mut how = Replay::new(RunId::new("growth")?, &config)?;
+        how.probes = false; // as the growth report replays
         let start = Instant::now();
         let r = replay(&entries, &how);
         ensure!(!r.steps.is_empty(), "the growth replay made no steps");
@@ -686,7 +706,10 @@ fn planning_bar(
     report: &mut Report,
     out: &mut impl Write,
 ) -> anyhow::Result<Value> {
-    let strategies = [configured("budget")?.1, configured("structured")?.1];
+    let strategies = [
+        configured("budget", BUDGET)?.1,
+        configured("structured", BUDGET)?.1,
+    ];
     let (big_rows, small_rows) = (sizes.plan_big, sizes.plan_small);
     let (reps, warmup) = (sizes.plan_reps, sizes.plan_warmup);
     let dir = dir.to_path_buf();
@@ -1310,10 +1333,11 @@ mod tests {
 
     #[test]
     fn replay_configuration_is_the_clis() -> anyhow::Result<()> {
-        let (config, strategy) = configured("budget")?;
+        let (config, strategy) = configured("budget", BUDGET)?;
         assert_eq!(strategy.name(), "budget");
-        assert_eq!(config.budget.map(|b| b.max_tokens), Some(BUDGET));
-        assert_eq!(config.structured.map(|s| s.threshold), Some(BUDGET));
+        assert_eq!(strategy.limit(), Some(BUDGET));
+        let structured: baton_compact::strategies::Structured = config.table("structured")?;
+        assert_eq!(structured.threshold, BUDGET);
         Ok(())
     }
 }

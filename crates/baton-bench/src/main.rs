@@ -109,6 +109,7 @@ use tokio::runtime::Runtime;
 
 mod cache;
 mod compaction;
+mod continuity;
 mod gateway;
 mod import;
 mod ledger;
@@ -175,7 +176,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String
                 parsed.only = Some(match section.as_str() {
                     "pg_ledger" => "pg_ledger",
                     "gateway" => "gateway",
-                    _ => return Err(format!("--only {section:?}: expected pg_ledger or gateway")),
+                    "continuity" => "continuity",
+                    _ => {
+                        return Err(format!(
+                            "--only {section:?}: expected pg_ledger, gateway or continuity"
+                        ));
+                    }
                 });
             }
             "--json" => parsed.json = true,
@@ -409,6 +415,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
     match args.only {
         Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
         Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
+        Some("continuity") => {
+            continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?
+        }
         _ => {}
     }
     if args.only.is_some() {
@@ -421,6 +430,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     tokens::section(args.quick, &mut report, &mut out)?;
     compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
+    continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
     postgres::section(args.quick, &mut report, &mut out)?;
@@ -1387,24 +1397,24 @@ impl Fill {
 /// A few claims citing seqs at or before `cut`.
 fn claims(cut: Seq) -> Vec<Claim> {
     vec![
-        Claim {
-            kind: ClaimKind::Goal,
-            text: "make the test suite pass without touching the public API".into(),
-            source_seq: Seq(1),
-        },
-        Claim {
-            kind: ClaimKind::Verified,
-            text: format!(
+        Claim::new(
+            ClaimKind::Goal,
+            "make the test suite pass without touching the public API",
+            Seq(1),
+        ),
+        Claim::new(
+            ClaimKind::Verified,
+            format!(
                 "the parser error reproduces as of seq {}",
                 cut.0.saturating_sub(3).max(1)
             ),
-            source_seq: Seq(cut.0.saturating_sub(3).max(1)),
-        },
-        Claim {
-            kind: ClaimKind::NextStep,
-            text: "rerun the suite with the lexer fix".into(),
-            source_seq: cut,
-        },
+            Seq(cut.0.saturating_sub(3).max(1)),
+        ),
+        Claim::new(
+            ClaimKind::NextStep,
+            "rerun the suite with the lexer fix",
+            cut,
+        ),
     ]
 }
 

@@ -62,8 +62,9 @@ pub enum Command {
     /// Install, list and show summary versions.
     #[command(subcommand)]
     Summary(SummaryCommand),
-    /// Print the context the next model call would receive.
-    Context(RunArg),
+    /// Print the context the next model call would receive; `--budget` fits it to a model's
+    /// limit as the agent does before each call (clipping the largest contents of the tail).
+    Context(ContextArgs),
     /// Talk to an agent whose every event is stored: a REPL on a terminal, else the lines of
     /// stdin or `--message`s; `--run ID` resumes a run where it stands.
     Chat(ChatArgs),
@@ -227,6 +228,18 @@ pub enum OpsCommand {
     /// completed run is answered from its record, and a worker that lost its lease cannot
     /// publish. The command gets BATON_OP_KEY, BATON_FENCE and BATON_IDEMPOTENCY_KEY.
     Run(OpsRunArgs),
+}
+
+/// `baton context`.
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// The run.
+    pub run: String,
+    /// Fit the context within this many tokens, as the agent does before each model call:
+    /// the largest texts and tool results of the tail are clipped (head and tail kept, a note
+    /// naming the seq to recall); fails, naming what takes the room, when even that cannot fit.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u64>,
 }
 
 /// An operation's key.

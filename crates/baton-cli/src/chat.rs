@@ -244,6 +244,10 @@ impl Observer for Printer {
                     )),
                 }
             }
+            Event::OverBudget(over) => {
+                self.end_stream();
+                say(&format!("[{over}]"));
+            }
             Event::ModelCall { usage, .. } => {
                 self.spent.calls += 1;
                 self.spent.usage.input_tokens += usage.input_tokens;
@@ -356,8 +360,10 @@ impl Session<'_> {
             compactor: Compactor {
                 strategy: &*self.strategy,
                 summarizer: &*self.summarizer,
-                trigger: &self.config.trigger,
+                settings: &self.config.settings,
+                clear: self.config.clear().unwrap_or_default(),
                 prices: &self.prices,
+                counter: &*self.counter,
                 force: false,
                 dry_run: false,
             },
@@ -421,7 +427,8 @@ impl Session<'_> {
             provider: self.provider.clone(),
             summarizer: self.summarizer.clone(),
             strategy: self.strategy.clone(),
-            trigger: self.config.trigger.clone(),
+            compaction: self.config.settings.clone(),
+            clear: self.config.clear().unwrap_or_default(),
             prices: self.prices.clone(),
             counter: self.counter.clone(),
             settings: self.settings.clone(),
@@ -468,8 +475,10 @@ impl Session<'_> {
                 let compactor = Compactor {
                     strategy: &*strategy,
                     summarizer: &*self.summarizer,
-                    trigger: &config.trigger,
+                    settings: &config.settings,
+                    clear: config.clear().unwrap_or_default(),
                     prices: &self.prices,
+                    counter: &*self.counter,
                     force: true,
                     dry_run: false,
                 };
@@ -658,7 +667,8 @@ struct OwnedAgent {
     provider: Arc<dyn Provider>,
     summarizer: Arc<dyn Summarizer>,
     strategy: Arc<dyn Strategy>,
-    trigger: baton_compact::trigger::Trigger,
+    compaction: baton_compact::Settings,
+    clear: baton_compact::strategies::ClearToolResults,
     prices: PriceTable,
     counter: Arc<dyn TokenCounter>,
     settings: Settings,
@@ -692,8 +702,10 @@ impl OwnedAgent {
             compactor: Compactor {
                 strategy: &*self.strategy,
                 summarizer: &*self.summarizer,
-                trigger: &self.trigger,
+                settings: &self.compaction,
+                clear: self.clear,
                 prices: &self.prices,
+                counter: &*self.counter,
                 force: false,
                 dry_run: false,
             },

@@ -10,10 +10,9 @@ use baton_compact::audit::{Retention, Share};
 use baton_compact::config::{CompactionConfig, Overrides};
 use baton_compact::growth::{Growth, svg};
 use baton_compact::replay::{Replay, ReplayReport, replay};
-use baton_compact::strategies::{Budget, Structured, Summarize};
 use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
-use baton_core::{RunId, Seq};
+use baton_core::{Entry, RunId, Seq};
 use baton_runtime::{Compactor, Outcome};
 use baton_view::GrowthReport;
 use serde::Deserialize;
@@ -59,15 +58,7 @@ pub(crate) fn configure(
         config.strategy = name.to_owned();
     }
     if let Some(budget) = budget {
-        config.budget.get_or_insert_with(Budget::default).max_tokens = budget;
-        config
-            .summarize
-            .get_or_insert_with(Summarize::default)
-            .threshold = budget;
-        config
-            .structured
-            .get_or_insert_with(Structured::default)
-            .threshold = budget;
+        config = config.with_budget(budget);
     }
     config.apply(&Overrides {
         keep_last: opts.keep_last,
@@ -125,18 +116,29 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
     let run = RunId::new(&args.run)?;
     let (mut config, prices) = configure(args.strategy.as_deref(), &args.opts, None)?;
     if let Some(log) = &args.log {
-        config.log = Some(log.clone());
+        config.settings.log = Some(log.clone());
     }
     let strategy = build(&config)?;
+    let clear = config.clear().map_err(|e| InvalidInput(e.to_string()))?;
+    let counter = run_counter(env, &run).await?;
     let compactor = Compactor {
         strategy: &*strategy,
         summarizer: &Offline,
-        trigger: &config.trigger,
+        settings: &config.settings,
+        clear,
         prices: &prices,
+        counter: &*counter,
         force: args.force,
         dry_run: args.dry_run,
     };
-    let outcome = baton_runtime::compact(&*env.store, &env.tenant, &run, &compactor).await?;
+    let outcome = baton_runtime::compact(&*env.store, &env.tenant, &run, &compactor)
+        .await
+        .map_err(|e| match e {
+            needs @ baton_runtime::Error::NeedsModel { .. } => {
+                InvalidInput(needs.to_string()).into()
+            }
+            other => anyhow::Error::new(other),
+        })?;
     let name = strategy.name();
     match outcome {
         Outcome::Kept(keep) => {
@@ -166,7 +168,7 @@ pub async fn compact(env: &Env, args: CompactArgs, out: &mut dyn Write) -> anyho
             if !args.force {
                 writeln!(
                     out,
-                    "  (--force skips the trigger's threshold, loop guard and cost check)"
+                    "  (--force compacts now: it skips the strategy's threshold and the trigger's loop guard and cost check)"
                 )?;
             }
         }
@@ -247,8 +249,15 @@ pub(crate) fn print_compaction(
     if let Some(id) = c.summary_id {
         writeln!(
             out,
-            "  summary {id} ({} tokens of claims)",
-            c.summary_tokens
+            "  summary {id}: a working state of {} tokens",
+            c.state_tokens
+        )?;
+    }
+    if let Some(cleared) = c.cleared {
+        writeln!(
+            out,
+            "  tool results through seq {} of {} tokens or more shown as a stub",
+            cleared.through, cleared.min_tokens
         )?;
     }
     if let Some(r) = &c.retention {
@@ -261,28 +270,112 @@ pub(crate) fn print_compaction(
     Ok(())
 }
 
-/// The run's whole history and the tokens its rules and goal take in every context.
-async fn recorded(env: &Env, run: &RunId) -> anyhow::Result<(Vec<baton_core::Entry>, u64)> {
+/// The run's whole history, and its rules and goal.
+async fn recorded(
+    env: &Env,
+    run: &RunId,
+) -> anyhow::Result<(Vec<Entry>, Option<String>, Option<String>)> {
     let record = env.store.run(&env.tenant, run).await?;
     let entries = env.store.read_range(&env.tenant, run, Seq(1), None).await?;
-    let fixed = baton_core::context::assemble(&record, None, Vec::new()).tokens;
-    Ok((entries, fixed))
+    Ok((entries, record.rules, record.goal))
+}
+
+/// How a run counts tokens: `--tokenizer`, its `auto` choice made by the model the run's
+/// origin records (an imported run), else the default vocabulary.
+pub(crate) async fn run_counter(
+    env: &Env,
+    run: &RunId,
+) -> anyhow::Result<Arc<dyn baton_core::tokens::TokenCounter>> {
+    let model = env
+        .store
+        .run_report(&env.tenant, run)
+        .await?
+        .origin
+        .and_then(|o| o.models.first().cloned());
+    Ok(baton_tokens::counter(env.tokenizer, model.as_deref()))
+}
+
+/// A recorded run as replay reads it: its history, rules, goal and token counter.
+struct Recorded {
+    run: RunId,
+    entries: Vec<Entry>,
+    rules: Option<String>,
+    goal: Option<String>,
+    counter: Arc<dyn baton_core::tokens::TokenCounter>,
+}
+
+/// The replay of one strategy, with the independent probes (`baton-probes`).
+fn replay_one(
+    recorded: &Recorded,
+    config: &CompactionConfig,
+    prices: PriceTable,
+    every: usize,
+) -> anyhow::Result<ReplayReport> {
+    let mut how =
+        Replay::new(recorded.run.clone(), config).map_err(|e| InvalidInput(e.to_string()))?;
+    how.every = every;
+    how.prices = prices;
+    how.rules = recorded.rules.clone();
+    how.goal = recorded.goal.clone();
+    how.counter = recorded.counter.clone();
+    how.extra_probes = vec![independent_probes()];
+    Ok(replay(&recorded.entries, &how))
+}
+
+/// The probes `baton-probes` writes, as replay's extra probes.
+pub(crate) fn independent_probes() -> baton_compact::replay::Probe {
+    Arc::new(|history, cut, context| {
+        let found = baton_probes::probe(history, cut, &context.text());
+        for m in &found.misses {
+            tracing::debug!(cut = %cut, kind = m.kind.as_str(), seq = %m.seq, key = %m.key, "probe miss");
+        }
+        let share = |s: baton_probes::Share| Share {
+            kept: u32::try_from(s.kept).unwrap_or(u32::MAX),
+            total: u32::try_from(s.total).unwrap_or(u32::MAX),
+        };
+        vec![
+            ("instructions".to_owned(), share(found.instructions)),
+            ("plan_items".to_owned(), share(found.plan_items)),
+            ("modified_files".to_owned(), share(found.modified_files)),
+            (
+                "unresolved_problems".to_owned(),
+                share(found.unresolved_problems),
+            ),
+        ]
+    })
+}
+
+fn probe_json(r: &ReplayReport, kind: &str) -> serde_json::Value {
+    let s = r.extra.get(kind).copied().unwrap_or_default();
+    json!({"kept": s.kept, "total": s.total})
 }
 
 fn replay_json(r: &ReplayReport, none_total: Option<u64>) -> serde_json::Value {
     let ratio = |s: &Share| s.ratio();
     json!({
         "strategy": r.strategy,
+        "needs_model": r.needs_model,
         "total_input_tokens": r.total_input_tokens,
         "full_input_tokens": r.total_full_tokens,
-        "reduction": none_total.map(|n| n as f64 / r.total_input_tokens.max(1) as f64),
+        "reduction": r.reduction,
+        "vs_none": none_total.map(|n| n as f64 / r.total_input_tokens.max(1) as f64),
         "peak_context_tokens": r.peak_context_tokens,
+        "budget": r.budget,
+        "steps_over_budget": r.steps_over_budget,
+        "state_tokens": r.state_tokens,
+        "peak_state_tokens": r.peak_state_tokens,
+        "state_cap": r.state_cap,
         "steps": r.steps.len(),
         "compactions": r.compactions,
         "refused": r.refused,
+        "refused_no_room": r.refused_no_room,
         "summary_tokens": r.summary_tokens,
-        "constraint_probes": {"kept": r.probes.constraints.kept, "total": r.probes.constraints.total},
-        "finding_probes": {"kept": r.probes.findings.kept, "total": r.probes.findings.total},
+        "probes": {
+            "instructions": probe_json(r, "instructions"),
+            "plan_items": probe_json(r, "plan_items"),
+            "modified_files": probe_json(r, "modified_files"),
+            "unresolved_problems": probe_json(r, "unresolved_problems"),
+        },
         "source_probes": {"kept": r.probes.sources.kept, "total": r.probes.sources.total},
         "retention": {
             "paths": ratio(&r.retention.paths),
@@ -300,19 +393,32 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
     if args.every == 0 {
         return Err(InvalidInput("--every 0: expected 1 or more model calls".into()).into());
     }
-    let (entries, fixed) = recorded(env, &run).await?;
+    let (entries, rules, goal) = recorded(env, &run).await?;
+    let counter = run_counter(env, &run).await?;
+    let rec = Recorded {
+        run: run.clone(),
+        entries,
+        rules,
+        goal,
+        counter: counter.clone(),
+    };
+    let entries = &rec.entries;
     let mut reports = Vec::new();
-    let mut budget = 0;
+    let mut budget = None;
     for name in &args.strategies {
         let (config, prices) = configure(Some(name), &args.opts, args.budget)?;
-        budget = config.budget.unwrap_or_default().max_tokens;
-        let strategy = build(&config)?;
-        let mut how = Replay::new(run.clone(), strategy);
-        how.trigger = config.trigger.clone();
-        how.every = args.every;
-        how.fixed_tokens = fixed;
-        how.prices = prices;
-        reports.push(replay(&entries, &how));
+        build(&config)?;
+        let report = replay_one(&rec, &config, prices, args.every)?;
+        budget = budget.or(report.budget);
+        reports.push(report);
+    }
+    let budget = args.budget.or(budget);
+    // Every strategy is measured against the same budget.
+    for r in &mut reports {
+        if let Some(b) = budget {
+            r.budget = Some(b);
+            r.steps_over_budget = r.steps.iter().filter(|s| s.context_tokens > b).count();
+        }
     }
     let none_total = reports
         .iter()
@@ -322,50 +428,73 @@ pub async fn replay_run(env: &Env, args: ReplayArgs, out: &mut dyn Write) -> any
         let strategies: Vec<_> = reports.iter().map(|r| replay_json(r, none_total)).collect();
         return print_json(
             out,
-            &json!({"run": run, "messages": entries.len(), "budget": budget, "every": args.every, "strategies": strategies}),
+            &json!({"run": run, "messages": entries.len(), "budget": budget, "every": args.every, "tokenizer": counter.name(), "strategies": strategies}),
         );
     }
     writeln!(
         out,
-        "run {run}: {} messages, {} model calls, budget {} tokens",
+        "run {run}: {} messages, {} model calls, budget {} tokens, counted with {}",
         entries.len(),
-        reports.first().map_or(0, |r| r.steps.len()),
-        budget
+        reports.iter().map(|r| r.steps.len()).max().unwrap_or(0),
+        budget.map_or_else(|| "none".to_owned(), |b| b.to_string()),
+        counter.name()
     )?;
     writeln!(
         out,
-        "{:<20} {:>14} {:>8} {:>11} {:>7} {:>8} {:>11} {:>11} {:>11}",
+        "{:<19} {:>12} {:>6} {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7}",
         "strategy",
-        "input tokens",
-        "vs none",
+        "input",
+        "reduct",
         "peak",
+        "over",
+        "state",
         "compact",
-        "summary",
-        "constraints",
-        "paths",
-        "commands"
+        "refused",
+        "instruct",
+        "plan",
+        "files",
+        "problem",
+        "cmds"
     )?;
     for r in &reports {
-        let vs = none_total
-            .map(|n| format!("{:.1}×", n as f64 / r.total_input_tokens.max(1) as f64))
-            .unwrap_or_else(|| "-".to_owned());
+        if r.needs_model {
+            writeln!(
+                out,
+                "{:<19} needs a model to write its summaries: replay it with a provider (baton chat), or use structured offline",
+                r.strategy
+            )?;
+            continue;
+        }
+        let probe = |kind: &str| {
+            let s = r.extra.get(kind).copied().unwrap_or_default();
+            if s.total == 0 {
+                "-".to_owned()
+            } else {
+                format!("{}/{}", s.kept, s.total)
+            }
+        };
         writeln!(
             out,
-            "{:<20} {:>14} {:>8} {:>11} {:>7} {:>8} {:>11} {:>11} {:>11}",
+            "{:<19} {:>12} {:>5.1}% {:>7} {:>5} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7}",
             r.strategy,
             r.total_input_tokens,
-            vs,
+            100.0 * r.reduction,
             r.peak_context_tokens,
+            r.steps_over_budget,
+            r.peak_state_tokens,
             r.compactions,
-            r.summary_tokens,
-            format!(
-                "{}/{}",
-                r.probes.constraints.kept, r.probes.constraints.total
-            ),
-            share_pct(&r.retention.paths),
+            r.refused,
+            probe("instructions"),
+            probe("plan_items"),
+            probe("modified_files"),
+            probe("unresolved_problems"),
             share_pct(&r.retention.commands),
         )?;
     }
+    writeln!(
+        out,
+        "(over: steps whose context exceeded the budget; state: the largest working state, tokens; probes as kept/total, summed over every compaction and the final context)"
+    )?;
     Ok(())
 }
 
@@ -377,15 +506,23 @@ fn share_pct(s: &Share) -> String {
 /// Runs `baton report growth`.
 pub async fn growth(env: &Env, args: GrowthArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = RunId::new(&args.run)?;
-    let (entries, fixed) = recorded(env, &run).await?;
+    let (entries, rules, goal) = recorded(env, &run).await?;
     let (config, prices) = configure(Some(&args.strategy), &args.opts, args.budget)?;
-    let strategy = build(&config)?;
-    let mut how = Replay::new(run.clone(), strategy);
-    how.trigger = config.trigger.clone();
-    how.fixed_tokens = fixed;
+    build(&config)?;
+    let mut how = Replay::new(run.clone(), &config).map_err(|e| InvalidInput(e.to_string()))?;
     how.prices = prices;
-    how.measure = false; // the growth report shows neither probes nor retention
+    how.rules = rules;
+    how.goal = goal;
+    how.counter = run_counter(env, &run).await?;
+    how.probes = false;
     let report = replay(&entries, &how);
+    if report.needs_model {
+        return Err(InvalidInput(format!(
+            "strategy {} needs a model to write its summaries; offline, use structured",
+            report.strategy
+        ))
+        .into());
+    }
     if report.steps.is_empty() {
         return Err(InvalidInput(format!(
             "run {run} has no model calls (assistant messages after the first message) to report on"

@@ -115,7 +115,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Ops(command) => crate::ops::run(&env, command, out).await,
         Command::Pin(args) => crate::pins::pin(&env, args, out).await,
         Command::Unpin(args) => crate::pins::unpin(&env, args, out).await,
-        Command::Context(arg) => crate::context::context(&env, &arg.run, out).await,
+        Command::Context(args) => crate::context::context(&env, &args, out).await,
         Command::Demo(_) => {
             let shown = crate::demo::Demo {
                 db: cli.db.as_deref(),

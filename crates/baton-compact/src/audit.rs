@@ -30,7 +30,7 @@
 //! let found = facts(&dropped);
 //! assert!(found.paths.contains("src/lib.rs") && found.numbers.contains("120 ms"));
 //!
-//! let claims = [Claim { kind: ClaimKind::Artifact, text: "path src/lib.rs".into(), source_seq: Seq(1) }];
+//! let claims = [Claim::new(ClaimKind::Artifact, "path src/lib.rs", Seq(1))];
 //! let retention = audit(&dropped, &claims, &[]);
 //! assert_eq!((retention.paths.kept, retention.paths.total), (1, 1));
 //! assert_eq!((retention.commands.kept, retention.commands.total), (0, 1));

@@ -9,7 +9,7 @@
 //! use baton_compact::replay::Step;
 //! use baton_core::Seq;
 //! let steps: Vec<Step> = (1..=10u64)
-//!     .map(|i| Step { seq: Seq(2 * i), full_tokens: 1_000 * i, context_tokens: 1_000 * i.min(3), compacted: i == 4 })
+//!     .map(|i| Step { seq: Seq(2 * i), full_tokens: 1_000 * i, context_tokens: 1_000 * i.min(3), compacted: i == 4, state_tokens: 0 })
 //!     .collect();
 //! let growth = Growth::of("sliding", &steps);
 //! assert_eq!(growth.full_total, 55_000);

@@ -39,6 +39,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod executor;
 pub mod growth;
 mod logged;
 mod plan;
@@ -54,8 +55,10 @@ mod view;
 use baton_core::Claim;
 use baton_core::tokens::{ByteEstimate, TokenCounter};
 
+pub use executor::{Execute, Executor, Outcome, Settings, Target};
 pub use logged::Logged;
 pub use plan::{Compaction, Keep, Plan, STUB_TOKENS};
+pub use state::{Bounded, WorkingState};
 pub use strategy::{Strategy, StrategyFn, strategy_fn};
 pub use summarizer::{Offline, SummarizeError, Summarizer, SummaryRequest, Written};
 pub use view::HistoryView;

@@ -1,36 +1,40 @@
-//! [`Logged`]: the logging decorator. Wraps any strategy and appends one JSON line per
+//! [`Logged`]: the logging decorator. Wraps the executor and appends one JSON line per
 //! compaction that changed something; no strategy has logging code of its own.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::{Compaction, HistoryView, Plan, Strategy};
+use async_trait::async_trait;
 
-/// A strategy that logs what its inner strategy's compactions did, like tower's `Trace<S>`:
-/// planning is forwarded untouched, and every [`Compaction`] the runtime reports is written as
-/// one JSON line to the file at `path` (created if needed, appended to): the strategy, the run,
-/// the plan, messages and tokens before and after, the cut, the summary id, the retention audit
-/// and the duration. Plans that keep the context as it is are not logged. A line that cannot
-/// be written is reported through `tracing` and never fails the compaction.
+use crate::Compaction;
+use crate::executor::{Execute, Executed, Outcome, Target};
+
+/// An executor that logs what the executor inside it did, like tower's `Trace<S>` wraps a
+/// service: every compaction carried out is written as one JSON line to the file at `path`
+/// (created if needed, appended to) — the strategy, the run, the plan, messages and tokens
+/// before and after, the cut, the summary id, the working state's size, the clearing, the
+/// retention audit and the duration — and reported through `tracing`. Outcomes that change
+/// nothing are not logged. A line that cannot be written is reported through `tracing` and
+/// never fails the compaction.
 ///
 /// ```no_run
-/// use baton_compact::strategies::Sliding;
-/// use baton_compact::{Logged, Strategy};
-/// let strategy = Logged::new(Sliding { keep_last: 10 }, "compactions.jsonl");
-/// assert_eq!(strategy.name(), "sliding");
+/// use baton_compact::{Executor, Logged};
+/// # fn wrap(executor: Executor<'_>) {
+/// let logged = Logged::new(executor, "compactions.jsonl");
+/// # }
 /// ```
 #[derive(Debug)]
-pub struct Logged<S> {
-    inner: S,
+pub struct Logged<E> {
+    inner: E,
     path: PathBuf,
     /// One writer at a time, so lines from concurrent compactions never interleave.
     lock: Mutex<()>,
 }
 
-impl<S> Logged<S> {
+impl<E> Logged<E> {
     /// Wraps `inner`, logging to `path`.
-    pub fn new(inner: S, path: impl Into<PathBuf>) -> Self {
+    pub fn new(inner: E, path: impl Into<PathBuf>) -> Self {
         Logged {
             inner,
             path: path.into(),
@@ -38,8 +42,8 @@ impl<S> Logged<S> {
         }
     }
 
-    /// The strategy inside.
-    pub fn inner(&self) -> &S {
+    /// The executor inside.
+    pub fn inner(&self) -> &E {
         &self.inner
     }
 
@@ -60,23 +64,28 @@ impl<S> Logged<S> {
     }
 }
 
-impl<S: Strategy> Strategy for Logged<S> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn plan(&self, view: &HistoryView<'_>) -> Plan {
-        self.inner.plan(view)
-    }
-
-    fn observe(&self, compaction: &Compaction) {
-        if let Err(err) = self.write(compaction) {
-            tracing::warn!(
-                path = %self.path.display(),
-                error = %err,
-                "could not write the compaction log"
+#[async_trait]
+impl<E: Execute> Execute for Logged<E> {
+    async fn execute<T: Target + ?Sized>(&self, target: &T) -> Executed<T> {
+        let outcome = self.inner.execute(target).await;
+        if let Ok(Outcome::Compacted(compaction)) = &outcome {
+            tracing::info!(
+                strategy = %compaction.strategy,
+                run = %compaction.run,
+                plan = compaction.plan,
+                tokens_before = compaction.tokens_before,
+                tokens_after = compaction.tokens_after,
+                state_tokens = compaction.state_tokens,
+                "compacted"
             );
+            if let Err(err) = self.write(compaction) {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    error = %err,
+                    "could not write the compaction log"
+                );
+            }
         }
-        self.inner.observe(compaction);
+        outcome
     }
 }

@@ -108,6 +108,12 @@ impl Plan {
         }
     }
 
+    /// Whether carrying the plan out writes a new working state (a summarizer or the
+    /// extractor runs).
+    pub fn needs_summary(&self) -> bool {
+        matches!(self, Plan::Summarize { .. } | Plan::UpdateState { .. })
+    }
+
     /// Whether the plan changes anything.
     pub fn changes(&self) -> bool {
         !matches!(self, Plan::Keep(_))
@@ -153,8 +159,8 @@ impl Plan {
 /// About what a cleared tool result's stub costs.
 pub const STUB_TOKENS: u64 = 40;
 
-/// What one compaction did, as the runtime reports it to [`Strategy::observe`](crate::Strategy)
-/// (where the logging decorator writes it) and to the user.
+/// What one compaction did, as the [`Executor`](crate::Executor) reports it (to the logging
+/// decorator and to the user).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Compaction {
     /// The strategy that planned it.
@@ -175,10 +181,16 @@ pub struct Compaction {
     pub cut: Option<Seq>,
     /// The summary version installed, if one was.
     pub summary_id: Option<SummaryId>,
-    /// Tokens of the new summary's claims.
+    /// Tokens of the new summary's claims (0 when none was written).
     pub summary_tokens: u64,
+    /// Tokens of the working state the context carries after, counted with the run's
+    /// tokenizer.
+    pub state_tokens: u64,
     /// Tokens the summarizer spent (0 offline).
     pub summarizer_tokens: u64,
+    /// The tool results the context shows as a stub after (the clearing layer, or the
+    /// `clear-tool-results` plan), when this compaction moved it.
+    pub cleared: Option<baton_core::Cleared>,
     /// What share of the dropped part's paths, commands, URLs and numbers stay reachable.
     pub retention: Option<Retention>,
     /// How long planning, summarizing and installing took.

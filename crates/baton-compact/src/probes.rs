@@ -26,11 +26,7 @@
 //!     entry(2, Role::Assistant, "Confirmed: the cache grows without bound."),
 //!     entry(3, Role::User, "Good."),
 //! ];
-//! let claims = [Claim {
-//!     kind: ClaimKind::Constraint,
-//!     text: "Do not restart the server.".into(),
-//!     source_seq: Seq(1),
-//! }];
+//! let claims = [Claim::new(ClaimKind::Constraint, "Do not restart the server.", Seq(1))];
 //! let probes = probe(&history, Seq(2), &claims, &history[2..]);
 //! assert_eq!((probes.constraints.kept, probes.constraints.total), (1, 1));
 //! assert_eq!((probes.findings.kept, probes.findings.total), (0, 1)); // the finding was lost

@@ -7,12 +7,13 @@
 mod offline;
 
 use async_trait::async_trait;
+use baton_core::tokens::TokenCounter;
 use baton_core::{Claim, Entry, Seq, Summary};
 
-pub use offline::{Offline, extract};
+pub use offline::Offline;
 
 /// What a summarizer is asked.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct SummaryRequest<'a> {
     /// The active summary, whose claims the new one builds on.
     pub base: Option<&'a Summary>,
@@ -25,6 +26,23 @@ pub struct SummaryRequest<'a> {
     pub instructions: Option<&'a str>,
     /// The run's pinned seqs: claims citing them must be carried.
     pub pins: &'a [Seq],
+    /// The most tokens the working state may take ([`crate::state::bound`]).
+    pub cap: u64,
+    /// How the run counts tokens.
+    pub counter: &'a dyn TokenCounter,
+}
+
+impl std::fmt::Debug for SummaryRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SummaryRequest")
+            .field("base", &self.base.map(|b| b.id))
+            .field("old", &self.old.len())
+            .field("cut", &self.cut)
+            .field("pins", &self.pins)
+            .field("cap", &self.cap)
+            .field("counter", &self.counter.name())
+            .finish()
+    }
 }
 
 /// What a summarizer wrote.

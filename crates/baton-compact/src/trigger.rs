@@ -225,6 +225,35 @@ impl Trigger {
         Ok(())
     }
 
+    /// Whether a compaction may run while the context is over its strategy's limit and took new
+    /// content since the last compaction: neither the loop guard nor the minimum reduction holds
+    /// it back; it only has to shrink the context.
+    pub fn admit_over(&self, before: u64, after: u64) -> Result<(), Skip> {
+        if after >= before {
+            return Err(Skip::TooLittle {
+                before,
+                after,
+                min_reduction: 0.0,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`accept`](Self::accept) for a context over its limit: the summary must still be smaller
+    /// than what it replaces, and the context must shrink, by any amount.
+    pub fn accept_over(
+        &self,
+        before: u64,
+        after: u64,
+        summary: u64,
+        replaced: u64,
+    ) -> Result<(), Skip> {
+        if summary >= replaced {
+            return Err(Skip::SummaryNotSmaller { summary, replaced });
+        }
+        self.admit_over(before, after)
+    }
+
     /// Whether a written summary may be installed: it must be smaller than the summary and
     /// messages it replaces, and the context must shrink by the minimum reduction.
     pub fn accept(&self, before: u64, after: u64, summary: u64, replaced: u64) -> Result<(), Skip> {

@@ -12,22 +12,48 @@ use serde::{Deserialize, Serialize};
 use crate::Seq;
 
 /// What a claim is about.
+///
+/// The first kinds are the working state's sections, in the order context assembly renders them
+/// ([`ClaimKind::ALL`]); `instruction`, `task`, `file`, `problem`, `command`, `reported`, `repo`,
+/// `rejected` and `lesson` came with the working state of issue 15, the others before it (their
+/// names never change: stored summaries use them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimKind {
-    /// The current objective.
+    /// The current objective: the task in progress, else the newest instruction.
     Goal,
+    /// A message the user typed, verbatim (a long one clipped, naming its seq).
+    Instruction,
     /// A constraint the user set, in their words.
     Constraint,
-    /// A fact backed by an observation.
+    /// An item of the agent's own plan, with its [`Status`] (`pending`, `in_progress`,
+    /// `completed`).
+    Task,
+    /// A failed check, with its [`Status`] (`unresolved`, `resolved`); its `subject` is the
+    /// check (a command, or a tool and its target).
+    Problem,
+    /// A file the run touched, with its [`Status`] (`created`, `modified`, `deleted`, `read`);
+    /// its `subject` is the file's one canonical path.
+    File,
+    /// A shell command the agent ran, whole.
+    Command,
+    /// A fact a tool result itself shows (a test or check whose output says it passed).
     Verified,
+    /// What the agent said it found or did, with no tool result to show it.
+    Reported,
+    /// The repository's state: commits, pushes and their outcomes.
+    Repo,
     /// Something believed but not yet shown.
     Hypothesis,
     /// Something tried that did not work.
     FailedApproach,
+    /// A design the user rejected, with the correction that rejected it.
+    Rejected,
+    /// A lesson for the rest of the run.
+    Lesson,
     /// An operation started and not known to be finished.
     Pending,
-    /// A file, URL or other artifact worth coming back to.
+    /// A URL or other artifact worth coming back to.
     Artifact,
     /// What to do next.
     NextStep,
@@ -37,12 +63,21 @@ pub enum ClaimKind {
 
 impl ClaimKind {
     /// Every kind, in the order context assembly groups them.
-    pub const ALL: [ClaimKind; 9] = [
+    pub const ALL: [ClaimKind; 18] = [
         ClaimKind::Goal,
+        ClaimKind::Instruction,
         ClaimKind::Constraint,
+        ClaimKind::Task,
+        ClaimKind::Problem,
+        ClaimKind::File,
+        ClaimKind::Command,
         ClaimKind::Verified,
+        ClaimKind::Reported,
+        ClaimKind::Repo,
         ClaimKind::Hypothesis,
         ClaimKind::FailedApproach,
+        ClaimKind::Rejected,
+        ClaimKind::Lesson,
         ClaimKind::Pending,
         ClaimKind::Artifact,
         ClaimKind::NextStep,
@@ -53,19 +88,114 @@ impl ClaimKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ClaimKind::Goal => "goal",
+            ClaimKind::Instruction => "instruction",
             ClaimKind::Constraint => "constraint",
+            ClaimKind::Task => "task",
+            ClaimKind::Problem => "problem",
+            ClaimKind::File => "file",
+            ClaimKind::Command => "command",
             ClaimKind::Verified => "verified",
+            ClaimKind::Reported => "reported",
+            ClaimKind::Repo => "repo",
             ClaimKind::Hypothesis => "hypothesis",
             ClaimKind::FailedApproach => "failed_approach",
+            ClaimKind::Rejected => "rejected",
+            ClaimKind::Lesson => "lesson",
             ClaimKind::Pending => "pending",
             ClaimKind::Artifact => "artifact",
             ClaimKind::NextStep => "next_step",
             ClaimKind::Note => "note",
         }
     }
+
+    /// The heading context assembly gives the kind's section.
+    pub fn heading(self) -> &'static str {
+        match self {
+            ClaimKind::Goal => "Current task",
+            ClaimKind::Instruction => "User instructions (verbatim, newest first)",
+            ClaimKind::Constraint => "Constraints",
+            ClaimKind::Task => "Plan",
+            ClaimKind::Problem => "Problems (unresolved first)",
+            ClaimKind::File => "Files",
+            ClaimKind::Command => "Commands run (newest first)",
+            ClaimKind::Verified => "Verified by tool output",
+            ClaimKind::Reported => "Reported by the agent (not verified)",
+            ClaimKind::Repo => "Repository",
+            ClaimKind::Hypothesis => "Hypotheses",
+            ClaimKind::FailedApproach => "Failed approaches",
+            ClaimKind::Rejected => "Rejected designs",
+            ClaimKind::Lesson => "Lessons",
+            ClaimKind::Pending => "Pending operations",
+            ClaimKind::Artifact => "Artifacts",
+            ClaimKind::NextStep => "Next step",
+            ClaimKind::Note => "Notes",
+        }
+    }
+
+    /// The statuses a claim of this kind takes (it must have one), or none (it must have none).
+    pub fn statuses(self) -> &'static [Status] {
+        match self {
+            ClaimKind::Task => &[Status::Pending, Status::InProgress, Status::Completed],
+            ClaimKind::File => &[
+                Status::Created,
+                Status::Modified,
+                Status::Deleted,
+                Status::Read,
+            ],
+            ClaimKind::Problem => &[Status::Unresolved, Status::Resolved],
+            _ => &[],
+        }
+    }
 }
 
 impl fmt::Display for ClaimKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a task, a file or a problem stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// A task not started.
+    Pending,
+    /// The task being worked on.
+    InProgress,
+    /// A task done.
+    Completed,
+    /// A file the run created.
+    Created,
+    /// A file the run changed.
+    Modified,
+    /// A file the run deleted.
+    Deleted,
+    /// A file the run only read.
+    Read,
+    /// A problem still open.
+    Unresolved,
+    /// A problem a later success closed.
+    Resolved,
+}
+
+impl Status {
+    /// The snake_case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Completed => "completed",
+            Status::Created => "created",
+            Status::Modified => "modified",
+            Status::Deleted => "deleted",
+            Status::Read => "read",
+            Status::Unresolved => "unresolved",
+            Status::Resolved => "resolved",
+        }
+    }
+}
+
+impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -81,6 +211,41 @@ pub struct Claim {
     pub text: String,
     /// The seq of the message it rests on.
     pub source_seq: Seq,
+    /// Where a task, file or problem stands: required for those kinds ([`ClaimKind::statuses`]),
+    /// refused for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// What the claim is about, when it needs a key of its own to be merged with later claims:
+    /// a file's canonical path, a problem's check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+}
+
+impl Claim {
+    /// A claim with no status and no subject.
+    pub fn new(kind: ClaimKind, text: impl Into<String>, source_seq: Seq) -> Claim {
+        Claim {
+            kind,
+            text: text.into(),
+            source_seq,
+            status: None,
+            subject: None,
+        }
+    }
+
+    /// The same claim with `status`.
+    #[must_use]
+    pub fn with_status(mut self, status: Status) -> Claim {
+        self.status = Some(status);
+        self
+    }
+
+    /// The same claim with `subject`.
+    #[must_use]
+    pub fn with_subject(mut self, subject: impl Into<String>) -> Claim {
+        self.subject = Some(subject.into());
+        self
+    }
 }
 
 /// Why a candidate summary or its cut was refused. Every variant names the offending value.
@@ -97,6 +262,24 @@ pub enum InvalidCandidate {
     /// A claim's text is empty or only whitespace.
     #[error("candidate: claim {index}: text is empty")]
     EmptyText {
+        /// The claim's position in the list, from 0.
+        index: usize,
+    },
+    /// A claim's status is missing, or not one its kind takes.
+    #[error("candidate: claim {index}: a {kind} claim takes {expected}, not {found}")]
+    BadStatus {
+        /// The claim's position in the list, from 0.
+        index: usize,
+        /// The claim's kind.
+        kind: ClaimKind,
+        /// The status given (`none` when missing).
+        found: String,
+        /// What the kind takes.
+        expected: String,
+    },
+    /// A claim's subject is empty or only whitespace.
+    #[error("candidate: claim {index}: subject is empty")]
+    EmptySubject {
         /// The claim's position in the list, from 0.
         index: usize,
     },
@@ -199,11 +382,36 @@ pub fn parse_candidate(json: &str) -> Result<Vec<Claim>, InvalidCandidate> {
     Ok(claims)
 }
 
-/// Checks what can be checked without the store: non-empty text and a positive `source_seq`.
+/// Checks what can be checked without the store: non-empty text, a status exactly where the
+/// kind takes one, a non-empty subject when there is one, and a positive `source_seq`.
 pub fn validate_claims(claims: &[Claim]) -> Result<(), InvalidCandidate> {
     for (index, claim) in claims.iter().enumerate() {
         if claim.text.trim().is_empty() {
             return Err(InvalidCandidate::EmptyText { index });
+        }
+        let allowed = claim.kind.statuses();
+        let fits = match claim.status {
+            Some(status) => allowed.contains(&status),
+            None => allowed.is_empty(),
+        };
+        if !fits {
+            let expected = if allowed.is_empty() {
+                "no status".to_owned()
+            } else {
+                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+                format!("a status of {}", names.join(", "))
+            };
+            return Err(InvalidCandidate::BadStatus {
+                index,
+                kind: claim.kind,
+                found: claim
+                    .status
+                    .map_or("none".to_owned(), |s| s.as_str().to_owned()),
+                expected,
+            });
+        }
+        if claim.subject.as_ref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(InvalidCandidate::EmptySubject { index });
         }
         if claim.source_seq == Seq::ZERO {
             return Err(InvalidCandidate::SourceNotFound {
@@ -256,7 +464,7 @@ pub struct ClaimDiff {
 /// ```
 /// use baton_core::claim::{diff, Claim, ClaimKind};
 /// use baton_core::Seq;
-/// let c = |kind, text: &str, seq| Claim { kind, text: text.into(), source_seq: Seq(seq) };
+/// let c = |kind, text: &str, seq| Claim::new(kind, text, Seq(seq));
 /// let a = [c(ClaimKind::Goal, "fix the bug", 1), c(ClaimKind::Hypothesis, "cache", 4)];
 /// let b = [c(ClaimKind::Goal, "fix the login bug", 1), c(ClaimKind::Verified, "serializer", 9)];
 /// let d = diff(&a, &b);
@@ -322,6 +530,26 @@ mod tests {
         rejects(
             r#"[{"kind":"goal","text":"a","source_seq":0}]"#,
             "source_seq 0",
+        );
+        rejects(
+            r#"[{"kind":"task","text":"a","source_seq":1}]"#,
+            "claim 0: a task claim takes a status of pending, in_progress, completed, not none",
+        );
+        rejects(
+            r#"[{"kind":"file","text":"a","source_seq":1,"status":"resolved"}]"#,
+            "a file claim takes a status of created, modified, deleted, read, not resolved",
+        );
+        rejects(
+            r#"[{"kind":"goal","text":"a","source_seq":1,"status":"pending"}]"#,
+            "a goal claim takes no status, not pending",
+        );
+        rejects(
+            r#"[{"kind":"file","text":"a","source_seq":1,"status":"read","subject":" "}]"#,
+            "claim 0: subject is empty",
+        );
+        rejects(
+            r#"[{"kind":"task","text":"a","source_seq":1,"status":"later"}]"#,
+            "claim 0: unknown variant `later`",
         );
         rejects(
             r#"[{"kind":"goal","text":"a"}]"#,

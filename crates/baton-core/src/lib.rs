@@ -28,8 +28,8 @@ mod record;
 pub mod tokens;
 pub mod units;
 
-pub use claim::{Claim, ClaimKind, InvalidCandidate};
-pub use context::{Context, ContextSummary};
+pub use claim::{Claim, ClaimKind, InvalidCandidate, Status};
+pub use context::{Context, ContextSummary, OverBudget};
 pub use ids::{MAX_ID_LEN, RunId, Seq, SummaryId, TenantId, Timestamp};
 pub use key::{KeyError, KeyInput, RequestKey};
 pub use message::{ContentBlock, MediaSource, Message, Role};

@@ -97,6 +97,14 @@ pub struct Summary {
     pub created_at: Timestamp,
 }
 
+impl Summary {
+    /// The tokens its working state takes in a context, as the compaction that wrote it
+    /// measured them with the run's tokenizer (`state_tokens` in its meta), when it did.
+    pub fn state_tokens(&self) -> Option<u64> {
+        self.meta.as_ref()?.get("state_tokens")?.as_u64()
+    }
+}
+
 /// Which tool results a context shows as a stub naming the tool, the seq and how to recall it:
 /// those in messages with seq `≤ through` whose stored token count is at least `min_tokens`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -96,6 +96,10 @@ pub enum Event<'e> {
         /// The tokens the summarizer spent before it gave up.
         tokens: u64,
     },
+    /// The context of the next model call is over the strategy's limit even clipped: the
+    /// rules, the working state and the newest message alone exceed it. The call is made
+    /// anyway (the provider may accept it); the numbers say what to shrink.
+    OverBudget(&'e baton_core::OverBudget),
     /// A model call finished.
     ModelCall {
         /// The model.
@@ -286,12 +290,27 @@ impl Agent<'_> {
                 });
                 Ok(())
             }
+            // A strategy that needs a model with an offline summarizer: the same, at no cost.
+            Err(err @ crate::Error::NeedsModel { .. }) => {
+                observer.event(Event::CompactionFailed {
+                    why: &err.to_string(),
+                    tokens: 0,
+                });
+                Ok(())
+            }
             Err(other) => Err(other.into()),
         }
     }
 
     async fn call_model(&self, observer: &mut dyn Observer) -> Result<(), AgentError> {
-        let context = self.store.context(self.tenant, self.run).await?;
+        let mut context = self.store.context(self.tenant, self.run).await?;
+        // Hold the strategy's limit: clip what one unit too large carries (history untouched).
+        if let Some(limit) = self.compactor.strategy.limit()
+            && !context.fit(limit)
+            && let Some(over) = &context.over_budget
+        {
+            observer.event(Event::OverBudget(over));
+        }
         let request = self.request(&context);
         let mut on_delta = |delta: Delta| {
             if let Delta::Text(text) = &delta {

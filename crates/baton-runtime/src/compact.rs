@@ -1,14 +1,14 @@
-//! One compaction of one run, carried out against a store.
+//! One compaction of one run, carried out against a store: the store as the executor's
+//! [`Target`], and the executor itself (`baton_compact::Executor`, wrapped in `Logged` when the
+//! settings name a log), so the runtime and replay run the same code.
 
-use std::time::Instant;
-
-use baton_compact::audit::{Retention, audit};
-use baton_compact::trigger::{Skip, Trigger};
-use baton_compact::{
-    Compaction, HistoryView, Keep, Plan, Strategy, SummarizeError, Summarizer, SummaryRequest,
-};
+use async_trait::async_trait;
+use baton_compact::executor::{Applied, Execute, RunState, Settings, Target, Version};
+use baton_compact::strategies::ClearToolResults;
+use baton_compact::{Executor, Logged, Strategy, SummarizeError, Summarizer};
 use baton_core::prices::PriceTable;
-use baton_core::{Claim, Cleared, Entry, Run, RunId, Seq, Summary, SummaryId, TenantId, Timestamp};
+use baton_core::tokens::TokenCounter;
+use baton_core::{Cleared, Entry, RunId, RunStatus, Seq, TenantId};
 use baton_store::{Candidate, Install, Rejection, SetCleared, Store};
 
 /// How to compact.
@@ -18,49 +18,24 @@ pub struct Compactor<'a> {
     pub strategy: &'a dyn Strategy,
     /// Who writes a summary's claims, for the `summarize` plan.
     pub summarizer: &'a dyn Summarizer,
-    /// When it pays.
-    pub trigger: &'a Trigger,
+    /// The shared settings: trigger, clearing layer, the working state's cap, the log.
+    pub settings: &'a Settings,
+    /// The clearing layer's settings (the `clear-tool-results` table).
+    pub clear: ClearToolResults,
     /// Prices, for the trigger's cost policy.
     pub prices: &'a PriceTable,
-    /// Skip the trigger's admission (threshold, loop guard, cost): the user asked for this
-    /// compaction. The guards on the written summary (smaller than what it replaces, enough
-    /// saved) still apply.
+    /// How the run counts tokens (the working state is measured with it).
+    pub counter: &'a dyn TokenCounter,
+    /// The user asked for this compaction now: the strategy plans as if its threshold were
+    /// reached and the trigger's admission is skipped. The guards on the written summary
+    /// (smaller than what it replaces, a context that shrinks) still apply.
     pub force: bool,
     /// Plan, write and check, but install nothing.
     pub dry_run: bool,
 }
 
 /// What [`compact`] did.
-#[derive(Clone, Debug, PartialEq)]
-#[must_use]
-pub enum Outcome {
-    /// The strategy planned nothing, and why.
-    Kept(Keep),
-    /// The trigger or a guard refused the plan; nothing was written.
-    Refused {
-        /// The plan's kind.
-        plan: &'static str,
-        /// Why.
-        reason: Skip,
-        /// Context tokens before.
-        tokens_before: u64,
-        /// Context tokens the plan would have left.
-        tokens_after: u64,
-    },
-    /// A dry run: what would have been installed, with the claims it would carry.
-    Planned {
-        /// The compaction, without a summary id.
-        compaction: Compaction,
-        /// The new version's claims (empty for `clear_tool_results`).
-        claims: Vec<Claim>,
-    },
-    /// Done.
-    Compacted(Compaction),
-    /// The run could not take the compaction: another writer moved it first (a newer
-    /// summary, a new cleared setting), or it is not active; nothing was written. Compacting
-    /// again plans from the new state.
-    Conflict(Rejection),
-}
+pub type Outcome = baton_compact::Outcome<Rejection>;
 
 /// What went wrong, other than an expected outcome.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +57,14 @@ pub enum Error {
         #[source]
         rejection: Rejection,
     },
+    /// The strategy needs a model and the summarizer is offline; nothing was written.
+    #[error(
+        "strategy {strategy} needs a model to write its summary (baton chat, or the HTTP API with a provider); offline, use structured"
+    )]
+    NeedsModel {
+        /// The strategy.
+        strategy: &'static str,
+    },
 }
 
 /// Plans one compaction of `run` and carries it out (see the crate docs).
@@ -91,310 +74,107 @@ pub async fn compact(
     run: &RunId,
     c: &Compactor<'_>,
 ) -> Result<Outcome, Error> {
-    let started = Instant::now();
-    let meta = store.context_meta(tenant, run).await?;
-    if meta.run.status != baton_core::RunStatus::Active {
-        // Nothing to plan for: installs are refused on a run that is not active.
-        return Ok(Outcome::Conflict(Rejection::RunNotActive {
-            status: meta.run.status,
-        }));
-    }
-    let fixed = meta.fixed_tokens();
-    let view = HistoryView::new(meta.summary.as_ref(), &meta.tail, &meta.pins, fixed)
-        .with_cleared(meta.run.cleared);
-    let plan = c.strategy.plan(&view);
-    let tokens_before = view.tokens();
-    let estimate = plan.tokens_after(&view);
-    let cut = match &plan {
-        Plan::Keep(keep) => return Ok(Outcome::Kept(keep.clone())),
-        other => other.cut(),
+    let executor = Executor {
+        strategy: c.strategy,
+        summarizer: c.summarizer,
+        settings: c.settings,
+        clear: c.clear,
+        prices: c.prices,
+        counter: c.counter,
+        force: c.force,
+        dry_run: c.dry_run,
     };
-    let old_tokens = cut.map_or(0, |cut| view.tokens_through(cut));
-    let summary_call = match &plan {
-        Plan::Summarize { .. } if c.summarizer.calls_a_model() => old_tokens,
-        _ => 0,
+    let target = StoreRun { store, tenant, run };
+    let executed = match &c.settings.log {
+        Some(path) => Logged::new(executor, path).execute(&target).await,
+        None => executor.execute(&target).await,
     };
-    // The loop guard's reference: the context right after the last compaction, as its
-    // version recorded it.
-    let after_last = meta
-        .summary
-        .as_ref()
-        .and_then(|s| s.meta.as_ref())
-        .and_then(|m| m.get("tokens_after"))
-        .and_then(serde_json::Value::as_u64);
-    if !c.force
-        && let Err(reason) =
-            c.trigger
-                .admit_priced(tokens_before, estimate, after_last, summary_call, c.prices)
-    {
-        return Ok(Outcome::Refused {
-            plan: plan.kind(),
-            reason,
-            tokens_before,
-            tokens_after: estimate,
-        });
-    }
-    let messages_before = meta.pinned.len() + meta.tail.len();
-    let record =
-        |tokens_after, messages_after, summary_tokens, summarizer_tokens, retention| Compaction {
-            strategy: c.strategy.name().to_owned(),
-            run: run.clone(),
-            plan: plan.kind(),
-            messages_before,
-            messages_after,
-            tokens_before,
-            tokens_after,
-            cut,
-            summary_id: None,
-            summary_tokens,
-            summarizer_tokens,
-            retention,
-            duration: started.elapsed(),
-        };
+    executed.map_err(|e| match e {
+        baton_compact::executor::Error::Target(e) => Error::Store(e),
+        baton_compact::executor::Error::Summarize(e) => Error::Summarize(e),
+        baton_compact::executor::Error::Invalid {
+            strategy,
+            rejection,
+        } => Error::Invalid {
+            strategy,
+            rejection,
+        },
+        baton_compact::executor::Error::NeedsModel { strategy } => Error::NeedsModel { strategy },
+    })
+}
 
-    let (through, claims, summarizer_tokens, old) = match &plan {
-        Plan::Keep(keep) => return Ok(Outcome::Kept(keep.clone())),
-        Plan::ClearToolResults {
-            through,
-            min_tokens,
-        } => {
-            let compaction = record(estimate, messages_before, 0, 0, None);
-            if c.dry_run {
-                return Ok(Outcome::Planned {
-                    compaction,
-                    claims: Vec::new(),
-                });
-            }
-            let new = Cleared {
-                through: *through,
-                min_tokens: *min_tokens,
-            };
-            return match store
-                .set_cleared(tenant, run, meta.run.cleared, new)
+/// A run in a store, as the executor's target.
+struct StoreRun<'a> {
+    store: &'a dyn Store,
+    tenant: &'a TenantId,
+    run: &'a RunId,
+}
+
+#[async_trait]
+impl Target for StoreRun<'_> {
+    type Error = baton_store::Error;
+    type Rejection = Rejection;
+
+    async fn state(&self) -> Result<RunState, baton_store::Error> {
+        let meta = self.store.context_meta(self.tenant, self.run).await?;
+        Ok(RunState {
+            run: meta.run,
+            summary: meta.summary,
+            tail: meta.tail,
+            pins: meta.pins,
+            pinned: meta.pinned,
+        })
+    }
+
+    async fn read(
+        &self,
+        from: Seq,
+        through: Option<Seq>,
+    ) -> Result<Vec<Entry>, baton_store::Error> {
+        self.store
+            .read_range(self.tenant, self.run, from, through)
+            .await
+    }
+
+    async fn install(&self, version: Version) -> Result<Applied<Rejection>, baton_store::Error> {
+        let candidate = Candidate {
+            base: version.base,
+            cut: version.cut,
+            claims: version.claims,
+            meta: Some(version.meta),
+        };
+        Ok(
+            match self
+                .store
+                .install_summary(self.tenant, self.run, &candidate)
                 .await?
             {
-                SetCleared::Set(_) => {
-                    c.strategy.observe(&compaction);
-                    Ok(Outcome::Compacted(compaction))
-                }
-                SetCleared::Rejected(why @ Rejection::InvalidClear { .. }) => Err(Error::Invalid {
-                    strategy: c.strategy.name(),
-                    rejection: why,
-                }),
-                SetCleared::Rejected(why) => Ok(Outcome::Conflict(why)),
-            };
-        }
-        Plan::Drop { through } => {
-            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
-            let carried = meta
-                .summary
-                .as_ref()
-                .map(|s| s.claims.clone())
-                .unwrap_or_default();
-            (through.seq(), carried, 0, old)
-        }
-        Plan::Summarize {
-            through,
-            instructions,
-        } => {
-            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
-            let written = c
-                .summarizer
-                .summarize(&SummaryRequest {
-                    base: meta.summary.as_ref(),
-                    old: &old,
-                    cut: through.seq(),
-                    instructions: instructions.as_deref(),
-                    pins: &meta.pins,
-                })
-                .await?;
-            let mut claims = written.claims;
-            carry_pinned(&mut claims, meta.summary.as_ref(), &meta.pins);
-            (
-                through.seq(),
-                claims,
-                written.input_tokens + written.output_tokens,
-                old,
-            )
-        }
-        Plan::UpdateState { through } => {
-            let old = old_part(store, tenant, run, view.coverage(), through.seq()).await?;
-            let base = meta.summary.as_ref().map_or(&[][..], |s| &s.claims[..]);
-            let claims = baton_compact::state::merge(
-                base,
-                baton_compact::summarizer::extract(&old),
-                &meta.pins,
-            );
-            (through.seq(), claims, 0, old)
-        }
-    };
-
-    // What the context holds after, measured the way `context_meta` measures the fixed part:
-    // the preamble assembled with the new claims and the pinned messages the cut now covers,
-    // then the tail after the cut.
-    let newly_pinned: Vec<Entry> = old
-        .iter()
-        .filter(|e| meta.pins.contains(&e.seq))
-        .cloned()
-        .collect();
-    let mut pinned_after = meta.pinned.clone();
-    pinned_after.extend(newly_pinned.iter().cloned());
-    let draft = draft_summary(run, through, &claims);
-    let fixed_after = baton_core::context::assemble_pinned(
-        &meta.run,
-        Some(&draft),
-        Vec::new(),
-        pinned_after,
-        &meta.pins,
-    )
-    .tokens;
-    let tokens_after = fixed_after + view.tokens_after(through);
-    let base_claims = meta
-        .summary
-        .as_ref()
-        .map_or(0, |s| claims_preamble(run, s.coverage, &s.claims));
-    let new_claims = claims_preamble(run, through, &claims);
-    let replaced = base_claims + view.tokens_through(through);
-    let summary_written = if matches!(plan, Plan::Drop { .. }) {
-        0
-    } else {
-        new_claims
-    };
-    if let Err(reason) = c.trigger.accept(
-        tokens_before,
-        tokens_after,
-        summary_written,
-        replaced.max(1),
-    ) {
-        return Ok(Outcome::Refused {
-            plan: plan.kind(),
-            reason,
-            tokens_before,
-            tokens_after,
-        });
+                Install::Installed(summary) => Applied::Done(Some(summary.id)),
+                Install::Rejected(why @ Rejection::Invalid(_)) => Applied::Invalid(why),
+                Install::Rejected(why) => Applied::Conflict(why),
+            },
+        )
     }
-    let retention = retention(store, tenant, run, &meta, &old, through, &claims).await?;
-    let messages_after =
-        meta.pinned.len() + newly_pinned.len() + meta.tail.len() - view.count_through(through);
-    let mut compaction = record(
-        tokens_after,
-        messages_after,
-        new_claims,
-        summarizer_tokens,
-        Some(retention),
-    );
-    if c.dry_run {
-        return Ok(Outcome::Planned { compaction, claims });
-    }
-    let candidate = Candidate {
-        base: meta.summary.as_ref().map(|s| s.id),
-        cut: through,
-        claims,
-        meta: Some(serde_json::json!({
-            "strategy": compaction.strategy,
-            "plan": compaction.plan,
-            "summarizer": c.summarizer.name(),
-            "tokens_before": compaction.tokens_before,
-            "tokens_after": compaction.tokens_after,
-            "summary_tokens": compaction.summary_tokens,
-            "summarizer_tokens": compaction.summarizer_tokens,
-            "retention": compaction.retention,
-        })),
-    };
-    match store.install_summary(tenant, run, &candidate).await? {
-        Install::Installed(summary) => {
-            compaction.summary_id = Some(summary.id);
-            compaction.duration = started.elapsed();
-            c.strategy.observe(&compaction);
-            Ok(Outcome::Compacted(compaction))
-        }
-        Install::Rejected(why @ Rejection::Invalid(_)) => Err(Error::Invalid {
-            strategy: c.strategy.name(),
-            rejection: why,
-        }),
-        Install::Rejected(why) => Ok(Outcome::Conflict(why)),
-    }
-}
 
-/// The messages a cut compacts: after the coverage, through the cut.
-async fn old_part(
-    store: &dyn Store,
-    tenant: &TenantId,
-    run: &RunId,
-    coverage: Seq,
-    cut: Seq,
-) -> Result<Vec<Entry>, Error> {
-    Ok(store
-        .read_range(tenant, run, coverage.next(), Some(cut))
-        .await?)
-}
-
-/// A summary version as it would be installed, for measuring the context it makes.
-fn draft_summary(run: &RunId, coverage: Seq, claims: &[Claim]) -> Summary {
-    Summary {
-        id: SummaryId(0),
-        run: run.clone(),
-        coverage,
-        previous_id: None,
-        claims: claims.to_vec(),
-        meta: None,
-        created_at: Timestamp(0),
+    async fn clear(
+        &self,
+        current: Option<Cleared>,
+        new: Cleared,
+    ) -> Result<Applied<Rejection>, baton_store::Error> {
+        Ok(
+            match self
+                .store
+                .set_cleared(self.tenant, self.run, current, new)
+                .await?
+            {
+                SetCleared::Set(_) => Applied::Done(None),
+                SetCleared::Rejected(why @ Rejection::InvalidClear { .. }) => Applied::Invalid(why),
+                SetCleared::Rejected(why) => Applied::Conflict(why),
+            },
+        )
     }
-}
 
-/// Tokens `claims` take in a preamble of their own, as context assembly renders them.
-fn claims_preamble(run: &RunId, coverage: Seq, claims: &[Claim]) -> u64 {
-    if claims.is_empty() {
-        return 0;
+    fn inactive(&self, status: RunStatus) -> Rejection {
+        Rejection::RunNotActive { status }
     }
-    let bare = Run {
-        id: run.clone(),
-        tenant: TenantId::default_tenant(),
-        status: baton_core::RunStatus::Active,
-        goal: None,
-        rules: None,
-        active_summary_id: None,
-        last_seq: coverage,
-        cleared: None,
-        created_at: Timestamp(0),
-    };
-    baton_core::context::assemble(
-        &bare,
-        Some(&draft_summary(run, coverage, claims)),
-        Vec::new(),
-    )
-    .tokens
-}
-
-/// Claims of the base that cite a pinned seq are carried into the new version, whatever the
-/// summarizer wrote.
-fn carry_pinned(claims: &mut Vec<Claim>, base: Option<&baton_core::Summary>, pins: &[Seq]) {
-    let Some(base) = base else { return };
-    for claim in &base.claims {
-        if pins.contains(&claim.source_seq) && !claims.contains(claim) {
-            claims.push(claim.clone());
-        }
-    }
-}
-
-/// The retention audit of a cut: the `dropped` part against the new claims, the messages kept
-/// after the cut and the pinned ones.
-async fn retention(
-    store: &dyn Store,
-    tenant: &TenantId,
-    run: &RunId,
-    meta: &baton_store::ContextMeta,
-    dropped: &[Entry],
-    cut: Seq,
-    claims: &[Claim],
-) -> Result<Retention, Error> {
-    let mut kept = store.read_range(tenant, run, cut.next(), None).await?;
-    kept.extend(meta.pinned.iter().cloned());
-    kept.extend(
-        dropped
-            .iter()
-            .filter(|e| meta.pins.contains(&e.seq))
-            .cloned(),
-    );
-    Ok(audit(dropped, claims, &kept))
 }

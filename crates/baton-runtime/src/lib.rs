@@ -1,13 +1,13 @@
 //! baton's runtime: what happens around a model call, against a store.
 //!
 //! Roles:
-//! - [`compact`]: carries out one compaction of a run: reads the run's context as metadata
-//!   ([`Store::context_meta`](baton_store::Store::context_meta)), asks the strategy for a plan,
-//!   admits it through the trigger (threshold, loop guard, cost), writes the new summary's
-//!   claims (the summarizer, or the working-state merge), checks the result (smaller than what
-//!   it replaces, enough saved), audits what the dropped part's paths, commands, URLs and
-//!   numbers still reach, and installs it through the store's compare-and-swap. History is
-//!   never touched; a lost race writes nothing and says so.
+//! - [`compact`]: carries out one compaction of a run with `baton_compact`'s executor, the
+//!   store as its target: reads the run's context as metadata
+//!   ([`Store::context_meta`](baton_store::Store::context_meta)), asks the strategy for a plan
+//!   (the clearing layer under it when the context is over its limit), admits it through the
+//!   trigger, writes the new working state, checks it, audits what the dropped part's paths,
+//!   commands, URLs and numbers still reach, and installs it through the store's
+//!   compare-and-swap. History is never touched; a lost race writes nothing and says so.
 //!
 //! - [`agent`]: the agent loop (context, model call, tools, every event stored before the next
 //!   step), which calls [`compact`] before a model call, never from inside one.
@@ -18,17 +18,21 @@
 //!
 //! ```no_run
 //! # async fn demo(store: &dyn baton_store::Store) -> Result<(), baton_runtime::Error> {
-//! use baton_compact::{Offline, config::CompactionConfig, trigger::Trigger};
+//! use baton_compact::{Offline, config::CompactionConfig};
 //! use baton_core::prices::PriceTable;
+//! use baton_core::tokens::ByteEstimate;
 //! use baton_core::{RunId, TenantId};
 //! use baton_runtime::{Compactor, Outcome, compact};
 //!
-//! let strategy = CompactionConfig::named("structured").build().unwrap();
+//! let config = CompactionConfig::named("structured");
+//! let strategy = config.build().unwrap();
 //! let compactor = Compactor {
 //!     strategy: &*strategy,
 //!     summarizer: &Offline,
-//!     trigger: &Trigger::default(),
+//!     settings: &config.settings,
+//!     clear: config.clear().unwrap(),
 //!     prices: &PriceTable::defaults(),
+//!     counter: &ByteEstimate,
 //!     force: false,
 //!     dry_run: false,
 //! };

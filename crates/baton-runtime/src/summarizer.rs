@@ -18,7 +18,14 @@ use baton_provider::{Provider, Request};
 use crate::tools::render;
 
 /// What the summarizer asks for, unless the strategy's `instructions` override it.
-pub const DEFAULT_INSTRUCTIONS: &str = "You maintain the working state of an agent's run. From the current working state and the new messages below, write the next working state as a JSON list of claims, each exactly {\"kind\": …, \"text\": …, \"source_seq\": …}. Kinds: goal (the objective), constraint (the user's constraints, copied in their exact words), verified (findings backed by an observation, with the evidence), hypothesis (believed, not shown), failed_approach (tried and failed, and why), pending (operations started and not known to be finished), artifact (file paths, URLs, commands worth coming back to), next_step, note. Every claim cites the seq of the message it rests on, at or before the last seq shown. Keep every constraint and every claim citing a pinned seq. Never state that an operation happened unless a message shows it. Reply with the JSON list only.";
+///
+/// The model writes what only a model can: designs the user rejected with the correction that
+/// rejected them, problems as problem → cause → fix, why each file changed, lessons, and the
+/// next step with its rationale. The exact lists (every instruction verbatim, the plan, the
+/// files by role, the unresolved problems, the commands) are read from the transcript's
+/// structure and merged into what it writes (`WorkingState::with_model`), so it may leave them
+/// out and can never drop them.
+pub const DEFAULT_INSTRUCTIONS: &str = "You maintain the working state of a coding agent's run, so that the agent can continue after the old messages leave its context. From the current working state and the new messages below, write the next working state as a JSON list of claims, each {\"kind\": …, \"text\": …, \"source_seq\": N} plus, where noted, \"status\" and \"subject\". Every claim cites the seq of the message it rests on, at or before the last seq shown; keep every claim that cites a pinned seq. Write these kinds: rejected (a design or approach the user rejected, and the correction that rejected it, citing the user's message), problem (problem → cause → fix, with \"status\": \"unresolved\" or \"resolved\" and \"subject\": the failing command or tool and file), file (why a file was created or changed: \"subject\" is its path, \"status\" one of created, modified, deleted, read, \"text\" the path, then \" — \", then the intent), lesson (something learned that the rest of the run must respect), hypothesis (believed, not shown), failed_approach (tried, failed, and why), next_step (what to do next and why). Baton adds the user's instructions verbatim, the agent's plan, the files touched, the unresolved problems and the commands from the transcript itself: do not repeat them. Never state that an operation happened, or that something passed, unless a message shows it. Reply with the JSON list only.";
 
 /// A [`Summarizer`] that asks a model.
 pub struct ModelSummarizer {

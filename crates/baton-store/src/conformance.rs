@@ -162,11 +162,7 @@ fn tool_result(id: &str) -> NewEntry {
 }
 
 fn claim(kind: ClaimKind, text: &str, seq: u64) -> Claim {
-    Claim {
-        kind,
-        text: text.into(),
-        source_seq: Seq(seq),
-    }
+    Claim::new(kind, text, Seq(seq))
 }
 
 async fn new_run(store: &dyn Store, t: &TenantId, id: &str) -> RunId {

@@ -62,4 +62,4 @@ pub use reports::{DuplicatesReport, DuplicatesRow, GrowthReport, GrowthStep};
 pub use runs::{
     RunCountsView, RunList, RunOriginView, RunReportView, RunView, SourceCompactionView,
 };
-pub use summaries::{ClaimKindName, ClaimView, SummaryItem, SummaryList, SummaryView};
+pub use summaries::{ClaimKindName, ClaimView, StatusName, SummaryItem, SummaryList, SummaryView};

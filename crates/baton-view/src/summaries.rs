@@ -1,6 +1,6 @@
 //! Summary versions and their claims.
 
-use baton_core::{Claim, ClaimKind, Seq, Summary, SummaryId};
+use baton_core::{Claim, ClaimKind, Seq, Status, Summary, SummaryId};
 use serde::{Deserialize, Serialize};
 
 /// What a claim is about (`baton_core::ClaimKind`).
@@ -8,19 +8,37 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimKindName {
-    /// The current objective.
+    /// The current task: the plan's item in progress, else the newest instruction.
     Goal,
+    /// A message the user typed, verbatim.
+    Instruction,
     /// A constraint the user set, in their words.
     Constraint,
-    /// A fact backed by an observation.
+    /// An item of the agent's own plan (`status`: pending, in_progress, completed).
+    Task,
+    /// A failed check (`status`: unresolved, resolved; `subject`: the check).
+    Problem,
+    /// A file the run touched (`status`: created, modified, deleted, read; `subject`: its path).
+    File,
+    /// A shell command the agent ran, whole.
+    Command,
+    /// A fact a tool result itself shows.
     Verified,
+    /// What the agent said it found or did, with no tool result to show it.
+    Reported,
+    /// Commits, pushes and their outcomes.
+    Repo,
     /// Something believed but not yet shown.
     Hypothesis,
     /// Something tried that did not work.
     FailedApproach,
+    /// A design the user rejected, with the correction that rejected it.
+    Rejected,
+    /// A lesson for the rest of the run.
+    Lesson,
     /// An operation started and not known to be finished.
     Pending,
-    /// A file, URL or other artifact worth coming back to.
+    /// A URL or other artifact worth coming back to.
     Artifact,
     /// What to do next.
     NextStep,
@@ -29,13 +47,22 @@ pub enum ClaimKindName {
 }
 
 impl From<ClaimKind> for ClaimKindName {
-    fn from(kind: ClaimKind) -> Self {
-        match kind {
+    fn from(value: ClaimKind) -> Self {
+        match value {
             ClaimKind::Goal => ClaimKindName::Goal,
+            ClaimKind::Instruction => ClaimKindName::Instruction,
             ClaimKind::Constraint => ClaimKindName::Constraint,
+            ClaimKind::Task => ClaimKindName::Task,
+            ClaimKind::Problem => ClaimKindName::Problem,
+            ClaimKind::File => ClaimKindName::File,
+            ClaimKind::Command => ClaimKindName::Command,
             ClaimKind::Verified => ClaimKindName::Verified,
+            ClaimKind::Reported => ClaimKindName::Reported,
+            ClaimKind::Repo => ClaimKindName::Repo,
             ClaimKind::Hypothesis => ClaimKindName::Hypothesis,
             ClaimKind::FailedApproach => ClaimKindName::FailedApproach,
+            ClaimKind::Rejected => ClaimKindName::Rejected,
+            ClaimKind::Lesson => ClaimKindName::Lesson,
             ClaimKind::Pending => ClaimKindName::Pending,
             ClaimKind::Artifact => ClaimKindName::Artifact,
             ClaimKind::NextStep => ClaimKindName::NextStep,
@@ -45,17 +72,83 @@ impl From<ClaimKind> for ClaimKindName {
 }
 
 impl From<ClaimKindName> for ClaimKind {
-    fn from(kind: ClaimKindName) -> Self {
-        match kind {
+    fn from(value: ClaimKindName) -> Self {
+        match value {
             ClaimKindName::Goal => ClaimKind::Goal,
+            ClaimKindName::Instruction => ClaimKind::Instruction,
             ClaimKindName::Constraint => ClaimKind::Constraint,
+            ClaimKindName::Task => ClaimKind::Task,
+            ClaimKindName::Problem => ClaimKind::Problem,
+            ClaimKindName::File => ClaimKind::File,
+            ClaimKindName::Command => ClaimKind::Command,
             ClaimKindName::Verified => ClaimKind::Verified,
+            ClaimKindName::Reported => ClaimKind::Reported,
+            ClaimKindName::Repo => ClaimKind::Repo,
             ClaimKindName::Hypothesis => ClaimKind::Hypothesis,
             ClaimKindName::FailedApproach => ClaimKind::FailedApproach,
+            ClaimKindName::Rejected => ClaimKind::Rejected,
+            ClaimKindName::Lesson => ClaimKind::Lesson,
             ClaimKindName::Pending => ClaimKind::Pending,
             ClaimKindName::Artifact => ClaimKind::Artifact,
             ClaimKindName::NextStep => ClaimKind::NextStep,
             ClaimKindName::Note => ClaimKind::Note,
+        }
+    }
+}
+
+/// Where a task, file or problem stands (`baton_core::Status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum StatusName {
+    /// A task not started.
+    Pending,
+    /// The task being worked on.
+    InProgress,
+    /// A task done.
+    Completed,
+    /// A file the run created.
+    Created,
+    /// A file the run changed.
+    Modified,
+    /// A file the run deleted.
+    Deleted,
+    /// A file the run only read.
+    Read,
+    /// A problem still open.
+    Unresolved,
+    /// A problem a later success closed.
+    Resolved,
+}
+
+impl From<Status> for StatusName {
+    fn from(value: Status) -> Self {
+        match value {
+            Status::Pending => StatusName::Pending,
+            Status::InProgress => StatusName::InProgress,
+            Status::Completed => StatusName::Completed,
+            Status::Created => StatusName::Created,
+            Status::Modified => StatusName::Modified,
+            Status::Deleted => StatusName::Deleted,
+            Status::Read => StatusName::Read,
+            Status::Unresolved => StatusName::Unresolved,
+            Status::Resolved => StatusName::Resolved,
+        }
+    }
+}
+
+impl From<StatusName> for Status {
+    fn from(value: StatusName) -> Self {
+        match value {
+            StatusName::Pending => Status::Pending,
+            StatusName::InProgress => Status::InProgress,
+            StatusName::Completed => Status::Completed,
+            StatusName::Created => Status::Created,
+            StatusName::Modified => Status::Modified,
+            StatusName::Deleted => Status::Deleted,
+            StatusName::Read => Status::Read,
+            StatusName::Unresolved => Status::Unresolved,
+            StatusName::Resolved => Status::Resolved,
         }
     }
 }
@@ -71,6 +164,12 @@ pub struct ClaimView {
     pub text: String,
     /// The seq of the message it rests on (recall it for the original).
     pub source_seq: u64,
+    /// Where a task, file or problem stands (required for those kinds, refused for others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusName>,
+    /// What the claim is keyed by: a file's canonical path, a problem's check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 impl From<&Claim> for ClaimView {
@@ -79,6 +178,8 @@ impl From<&Claim> for ClaimView {
             kind: claim.kind.into(),
             text: claim.text.clone(),
             source_seq: claim.source_seq.0,
+            status: claim.status.map(Into::into),
+            subject: claim.subject.clone(),
         }
     }
 }
@@ -89,6 +190,8 @@ impl From<ClaimView> for Claim {
             kind: claim.kind.into(),
             text: claim.text,
             source_seq: Seq(claim.source_seq),
+            status: claim.status.map(Into::into),
+            subject: claim.subject,
         }
     }
 }

@@ -110,13 +110,32 @@ pub fn detect(value: &Value) -> Option<Format> {
 /// (Rendering is where counts change: see [`openai::render_message`].)
 ///
 /// A message with no markers of either shape is read as Anthropic; the two agree on it.
-/// A message with markers of both is an [`Error::MixedFormats`].
+/// A message with markers of both is an [`Error::MixedFormats`], except baton's own stored
+/// form of a tool message — role `tool` whose content is `tool_result` blocks, as `baton
+/// history --json` prints a Codex or OpenAI run's results — which is read as stored, so a
+/// run's history appends again.
 pub fn parse_message(value: &Value) -> Result<Message, Error> {
     match Markers::of(value) {
         Markers {
             anthropic: Some(anthropic),
             openai: Some(openai),
-        } => Err(Error::MixedFormats { anthropic, openai }),
+        } => {
+            let stored_tool_message = openai == "role \"tool\""
+                && value
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .is_some_and(|blocks| {
+                        !blocks.is_empty()
+                            && blocks.iter().all(|b| {
+                                b.get("type").and_then(Value::as_str) == Some("tool_result")
+                            })
+                    });
+            match stored_tool_message {
+                true => serde_json::from_value::<Message>(value.clone())
+                    .map_err(|_| Error::MixedFormats { anthropic, openai }),
+                false => Err(Error::MixedFormats { anthropic, openai }),
+            }
+        }
         Markers {
             openai: Some(_), ..
         } => openai::parse_message(value),

@@ -96,3 +96,20 @@ fn errors() {
         r#"message: has anthropic markers (content[0] of type "tool_use") and openai markers (field "tool_calls")"#,
     );
 }
+
+/// Issue 15: a Codex run's history (`baton history --json`) appends again: its tool messages
+/// are baton's own stored form, role `tool` with `tool_result` blocks.
+#[test]
+fn a_stored_tool_message_reads_back_as_stored() {
+    let value = serde_json::json!({"role": "tool", "content": [
+        {"type": "tool_result", "tool_use_id": "call_1", "content": [{"type": "text", "text": "ok"}]}
+    ]});
+    let message = crate::parse_message(&value).unwrap();
+    assert_eq!(message.role, baton_core::Role::Tool);
+    assert_eq!(serde_json::to_value(&message).unwrap(), value);
+    // A tool message with a tool_use block is still mixed.
+    let mixed = serde_json::json!({"role": "tool", "content": [
+        {"type": "tool_use", "id": "x", "name": "n", "input": {}}
+    ]});
+    assert!(crate::parse_message(&mixed).is_err());
+}

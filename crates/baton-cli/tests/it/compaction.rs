@@ -61,11 +61,11 @@ fn structured_compaction_installs_a_working_state_and_shrinks_the_context() {
         assert_eq!(dry["summary_id"], Value::Null);
         let claims = dry["claims"].as_array().unwrap();
         assert!(
-            claims.iter().any(|c| c["kind"] == "constraint"
+            claims.iter().any(|c| c["kind"] == "instruction"
                 && c["text"].as_str().unwrap().contains("Never push to main")),
-            "the constraint, verbatim: {claims:?}"
+            "the user's instruction, verbatim: {claims:?}"
         );
-        assert!(claims.iter().any(|c| c["kind"] == "artifact"));
+        assert!(claims.iter().any(|c| c["kind"] == "command"));
         assert_eq!(
             sb.run(&["summary", "list", "r", "--json"]).ok().json()["summaries"],
             json!([])
@@ -89,11 +89,9 @@ fn structured_compaction_installs_a_working_state_and_shrinks_the_context() {
         let after = tokens(&sb, "r");
         assert!(after * 3 < before, "{before} → {after}");
         assert_eq!(done["tokens_before"], before);
-        // Every path and command of the dropped part stays reachable.
-        assert_eq!(
-            done["retention"]["paths"]["kept"],
-            done["retention"]["paths"]["total"]
-        );
+        // Every command of the dropped part stays reachable (paths only mentioned in prose,
+        // never touched by a tool, may go: the state is bounded and keeps the files a tool
+        // touched).
         assert_eq!(
             done["retention"]["commands"]["kept"],
             done["retention"]["commands"]["total"]
@@ -109,7 +107,7 @@ fn structured_compaction_installs_a_working_state_and_shrinks_the_context() {
         // The context now carries the working state and the recent tail; history is whole.
         let ctx = sb.run(&["context", "r"]).ok().stdout;
         assert!(
-            ctx.contains("## constraint\n- Never push to main; keep it read-only. [seq 1]"),
+            ctx.contains("## User instructions (verbatim, newest first)\n- Find why the build fails. Never push to main; keep it read-only. [seq 1]"),
             "{ctx}"
         );
         let history = sb.run(&["history", "r", "--json"]).ok().json();
@@ -217,22 +215,21 @@ fn each_strategy_through_the_command_line() {
         assert!(out["tokens_after"].as_u64().unwrap() <= 2250, "{out}");
         assert!(tokens(&sb, "b") <= 3000);
 
-        // summarize, with the offline summarizer.
+        // summarize needs a model: offline it refuses, names why, and installs nothing.
         agent_run(&sb, "s", 20);
-        let out = sb
-            .run(&[
-                "compact",
-                "s",
-                "--strategy",
-                "summarize",
-                "--threshold",
-                "2000",
-                "--json",
-            ])
-            .ok()
-            .json();
-        assert_eq!(out["plan"], "summarize");
-        assert_eq!(out["summarizer_tokens"], 0, "offline: no model call");
+        sb.run(&[
+            "compact",
+            "s",
+            "--strategy",
+            "summarize",
+            "--threshold",
+            "2000",
+        ])
+        .fails(4, "strategy summarize needs a model to write its summary");
+        assert_eq!(
+            sb.run(&["summary", "list", "s", "--json"]).ok().json()["summaries"],
+            json!([])
+        );
     }
 }
 
@@ -384,7 +381,7 @@ fn replay_compares_strategies_on_a_run() {
             "peak_context_tokens",
             "compactions",
             "summary_tokens",
-            "constraint_probes",
+            "probes",
             "retention",
             "duration_ms",
         ] {
@@ -401,13 +398,13 @@ fn replay_compares_strategies_on_a_run() {
         );
     }
     assert_eq!(by["none"]["compactions"], 0);
-    let probes = &by["structured"]["constraint_probes"];
+    let probes = &by["structured"]["probes"]["instructions"];
     assert!(probes["total"].as_u64().unwrap() > 0);
     assert_eq!(
         probes["kept"], probes["total"],
-        "structured keeps every constraint"
+        "structured keeps every instruction the user typed"
     );
-    assert_eq!(by["structured"]["retention"]["paths"], 1.0);
+    assert_eq!(by["structured"]["retention"]["commands"], 1.0);
     // The table for people.
     let text = sb
         .run(&[
@@ -421,7 +418,7 @@ fn replay_compares_strategies_on_a_run() {
         .ok()
         .stdout;
     assert!(
-        text.starts_with("run r: 122 messages, 80 model calls, budget 4000 tokens\n"),
+        text.starts_with("run r: 122 messages, 80 model calls, budget 4000 tokens, counted with "),
         "{text}"
     );
     // Bad input.
@@ -494,7 +491,7 @@ fn bad_strategy_input_names_what_is_wrong() {
         "[compaction]\nstrategy = \"sliding\"\n[compaction.slidng]\nkeep_last = 3\n",
     );
     sb.run(&["compact", "r", "--config", config.to_str().unwrap()])
-        .fails(4, "unknown field `slidng`");
+        .fails(4, "unknown key compaction.slidng: expected one of");
     let prices = sb.file(
         "prices.toml",
         "[models.x]\ninput = -1.0\ncached_input = 0.0\ncache_write = 0.0\noutput = 0.0\n",
@@ -608,4 +605,160 @@ fn replay_takes_the_config_files_budget_when_no_flag_overrides_it() {
         .ok()
         .json();
     assert_eq!(flag["budget"], 3000);
+}
+
+/// `--force` compacts a run under its strategy's threshold now; without it the trigger keeps
+/// the context as it is and says why.
+#[test]
+fn force_compacts_a_run_under_its_threshold() {
+    for sb in Sandbox::each() {
+        agent_run(&sb, "r", 12);
+        let before = tokens(&sb, "r");
+        assert!(before < 32_000, "{before}");
+        let kept = sb
+            .run(&["compact", "r", "--strategy", "structured", "--json"])
+            .ok()
+            .json();
+        assert_ne!(kept["outcome"], "compacted", "{kept}");
+        assert_eq!(tokens(&sb, "r"), before);
+        let forced = sb
+            .run(&[
+                "compact",
+                "r",
+                "--strategy",
+                "structured",
+                "--force",
+                "--json",
+            ])
+            .ok()
+            .json();
+        assert_eq!(forced["outcome"], "compacted", "{forced}");
+        assert!(tokens(&sb, "r") < before);
+    }
+}
+
+/// `summarize` needs a model: offline, replay says so for it instead of printing another
+/// strategy's figures, and `compact` refuses it naming the reason.
+#[test]
+fn summarize_offline_says_it_needs_a_model() {
+    let sb = Sandbox::new();
+    agent_run(&sb, "r", 40);
+    let replay = sb
+        .run(&[
+            "replay",
+            "r",
+            "--strategies",
+            "summarize,structured",
+            "--budget",
+            "8000",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let rows = replay["strategies"].as_array().unwrap();
+    let summarize = rows.iter().find(|r| r["strategy"] == "summarize").unwrap();
+    let structured = rows.iter().find(|r| r["strategy"] == "structured").unwrap();
+    assert_eq!(summarize["needs_model"], true, "{summarize}");
+    assert_eq!(structured["needs_model"], false, "{structured}");
+    assert!(structured["compactions"].as_u64().unwrap() > 0);
+    let text = sb
+        .run(&[
+            "replay",
+            "r",
+            "--strategies",
+            "summarize",
+            "--budget",
+            "8000",
+        ])
+        .ok()
+        .stdout;
+    assert!(text.contains("needs a model"), "{text}");
+}
+
+/// `baton context --budget` fits the context as the agent does before a call: a message too
+/// large for the budget is clipped, naming its seq, and the original stays whole in history;
+/// a budget smaller than what cannot be clipped fails, naming what takes the room.
+#[test]
+fn context_budget_clips_the_largest_contents_and_refuses_what_cannot_fit() {
+    for sb in Sandbox::each() {
+        sb.run(&[
+            "runs",
+            "create",
+            "--id",
+            "r",
+            "--goal",
+            "Keep the parser fast.",
+        ])
+        .ok();
+        // A 5 MB tool result: stored whole, and clipped in the context the model would get.
+        let huge = "log line of the build\n".repeat(240_000);
+        let lines = [
+            json!({"role": "user", "content": "Why is the build slow?"}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "make 2>&1"}}
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": huge}
+            ]}),
+            json!({"role": "assistant", "content": "The log repeats one line."}),
+        ];
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        sb.run_with_stdin(&["append", "r", "--tokenizer", "bytes"], &body)
+            .ok();
+        assert!(tokens(&sb, "r") > 1_000_000);
+
+        let fitted = sb
+            .run(&["context", "r", "--budget", "8000", "--json"])
+            .ok()
+            .json();
+        assert!(
+            fitted["tokens"].as_u64().unwrap() <= 8000,
+            "{}",
+            fitted["tokens"]
+        );
+        assert_eq!(fitted["clipped"], json!([3]));
+        let text = sb.run(&["context", "r", "--budget", "8000"]).ok().stdout;
+        assert!(
+            text.contains("recall seq 3 for the original"),
+            "{text:.2000}"
+        );
+        assert!(text.contains("clipped to fit the budget of 8000 tokens: seq 3"));
+        // History keeps the original whole.
+        let original = sb.run(&["recall", "r", "3", "--json"]).ok().json();
+        assert!(original.to_string().len() > huge.len());
+
+        // The goal alone is more than 5 tokens: nothing can be clipped enough.
+        sb.run(&["context", "r", "--budget", "5"])
+            .fails(4, "--budget 5: the context needs");
+        sb.run(&["context", "r", "--budget", "5"]).fails(
+            4,
+            "the preamble (rules, goal, working state, pinned messages) takes",
+        );
+    }
+}
+
+/// The registry is the one list of strategies: `baton compact --help` and the README's
+/// strategy table name exactly its strategies, in its order.
+#[test]
+fn the_help_and_the_readme_name_the_registrys_strategies() {
+    let names: Vec<&str> = baton_compact::strategies::REGISTRY
+        .iter()
+        .map(|r| r.name)
+        .collect();
+    let help = Sandbox::new().run(&["compact", "--help"]).ok().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains(&names.join(", ")), "{help}");
+    let readme = include_str!("../../../../README.md");
+    let section = readme
+        .split("### Compaction")
+        .nth(1)
+        .expect("the README has a Compaction section");
+    let table: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| strategy |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    assert_eq!(table, names);
 }

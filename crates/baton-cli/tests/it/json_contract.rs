@@ -170,6 +170,7 @@ fn compaction_commands_print_their_documented_shapes() {
         (Some("kept"), Some("baseline"))
     );
     let compaction = [
+        "cleared",
         "cut",
         "duration",
         "messages_after",
@@ -178,6 +179,7 @@ fn compaction_commands_print_their_documented_shapes() {
         "plan",
         "retention",
         "run",
+        "state_tokens",
         "strategy",
         "summarizer_tokens",
         "summary_id",
@@ -242,25 +244,39 @@ fn compaction_commands_print_their_documented_shapes() {
         .json();
     assert_eq!(
         keys(&replay),
-        ["budget", "every", "messages", "run", "strategies"]
+        [
+            "budget",
+            "every",
+            "messages",
+            "run",
+            "strategies",
+            "tokenizer"
+        ]
     );
     assert_eq!(
         keys(&replay["strategies"][0]),
         [
+            "budget",
             "compactions",
-            "constraint_probes",
             "duration_ms",
-            "finding_probes",
             "full_input_tokens",
+            "needs_model",
             "peak_context_tokens",
+            "peak_state_tokens",
+            "probes",
             "reduction",
             "refused",
+            "refused_no_room",
             "retention",
             "source_probes",
+            "state_cap",
+            "state_tokens",
             "steps",
+            "steps_over_budget",
             "strategy",
             "summary_tokens",
-            "total_input_tokens"
+            "total_input_tokens",
+            "vs_none"
         ]
     );
     let growth = sb.run(&["report", "growth", "c", "--json"]).ok().json();

@@ -200,7 +200,7 @@ pub(crate) fn command_of(name: &str, input: &Value) -> Option<String> {
 }
 
 /// The whole script a tool call runs, if it runs one.
-fn command_script(name: &str, input: &Value) -> Option<String> {
+pub(crate) fn command_script(name: &str, input: &Value) -> Option<String> {
     if name.to_ascii_lowercase().contains("edit") {
         return None;
     }

@@ -37,11 +37,7 @@ fn result(id: &str, text: &str) -> Message {
 }
 
 fn artifact(text: &str, seq: u64) -> Claim {
-    Claim {
-        kind: ClaimKind::Artifact,
-        text: text.into(),
-        source_seq: Seq(seq),
-    }
+    Claim::new(ClaimKind::Artifact, text, Seq(seq))
 }
 
 fn dropped() -> Vec<Entry> {

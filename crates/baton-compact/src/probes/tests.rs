@@ -14,11 +14,7 @@ fn entry(seq: u64, role: Role, text: &str) -> Entry {
 }
 
 fn claim(kind: ClaimKind, text: &str, seq: u64) -> Claim {
-    Claim {
-        kind,
-        text: text.into(),
-        source_seq: Seq(seq),
-    }
+    Claim::new(kind, text, Seq(seq))
 }
 
 fn history() -> Vec<Entry> {

@@ -515,25 +515,37 @@ pub(crate) fn findings(message: &Message) -> Vec<&str> {
         .collect()
 }
 
-/// The request in a user text: the arguments of a slash command echo
-/// (`<command-args>…</command-args>`), else the text itself unless the harness wrote it.
-pub(crate) fn request(text: &str) -> Option<&str> {
-    if let Some((_, rest)) = text.split_once("<command-args>")
-        && let Some((args, _)) = rest.split_once("</command-args>")
-    {
-        let args = args.trim();
-        return (!args.is_empty()).then_some(args);
+/// The last sentence of an assistant message that announces a plan and is not part of a
+/// heading (`## Next Steps`, a line of bold text, a short line ending in `:`), outside code.
+pub(crate) fn last_plan_sentence(message: &Message) -> Option<&str> {
+    let mut last = None;
+    for text in assistant_texts(message) {
+        let mut fence = false;
+        for line in text.lines() {
+            let trimmed = line.trim();
+            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                fence = !fence;
+                continue;
+            }
+            if fence || is_heading(trimmed) {
+                continue;
+            }
+            let mut found = Vec::new();
+            split_line(line, &mut found);
+            if let Some(plan) = found.into_iter().rfind(|s| is_plan(s)) {
+                last = Some(plan);
+            }
+        }
     }
-    (!is_harness_text(text)).then_some(text)
+    last
 }
 
-/// Whether a user text is something the harness wrote rather than a request: an echo (see
-/// [`is_echo`]) or instructions it injected (`AGENTS.md`, a skill's prompt).
-pub(crate) fn is_harness_text(text: &str) -> bool {
-    let t = text.trim_start();
-    is_echo(t)
-        || t.starts_with("# AGENTS.md instructions")
-        || t.starts_with("Base directory for this skill")
+/// Whether a line is a heading rather than a sentence.
+fn is_heading(line: &str) -> bool {
+    line.starts_with('#')
+        || (line.starts_with("**") && line.ends_with("**"))
+        || (line.ends_with(':') && line.chars().count() < 60)
+        || (line.starts_with("**") && line.ends_with("**:"))
 }
 
 /// Whether a user text is an echo of the harness: a caveat, a command echo or its output, an

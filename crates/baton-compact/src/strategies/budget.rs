@@ -27,12 +27,11 @@ use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `budget` strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Budget {
     /// The most tokens the context may hold.
     pub max_tokens: u64,
     /// How far it cuts once over the maximum (default three quarters of it).
-    #[serde(default)]
     pub target_tokens: Option<u64>,
 }
 
@@ -67,6 +66,21 @@ impl Strategy for Budget {
                 threshold: self.max_tokens,
             });
         }
+        self.cut(view)
+    }
+
+    fn plan_now(&self, view: &HistoryView<'_>) -> Plan {
+        self.cut(view)
+    }
+
+    fn limit(&self) -> Option<u64> {
+        Some(self.max_tokens)
+    }
+}
+
+impl Budget {
+    /// The first safe cut under the target, else the last safe cut.
+    fn cut(&self, view: &HistoryView<'_>) -> Plan {
         // The first safe cut that fits, else the last safe cut (as far as it can go).
         let target = self.target();
         let mut last = None;
@@ -82,5 +96,23 @@ impl Strategy for Budget {
                 desired: view.tail().last().map_or(view.coverage(), |m| m.seq()),
             }),
         }
+    }
+}
+
+impl super::Configured for Budget {
+    const NAME: &'static str = "budget";
+    const ABOUT: &'static str =
+        "once over the maximum, drops the oldest units until under the target";
+
+    fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
+        if self.max_tokens == 0 {
+            return Err(("max_tokens", "0".into(), "1 or more"));
+        }
+        if let Some(t) = self.target_tokens
+            && t > self.max_tokens
+        {
+            return Err(("target_tokens", t.to_string(), "at most budget.max_tokens"));
+        }
+        Ok(())
     }
 }

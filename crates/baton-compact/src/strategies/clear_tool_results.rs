@@ -26,7 +26,7 @@ use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `clear-tool-results` strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct ClearToolResults {
     /// Messages at the end whose tool results stay whole.
     pub keep_recent: usize,
@@ -78,5 +78,17 @@ impl Strategy for ClearToolResults {
             through,
             min_tokens,
         }
+    }
+}
+
+impl super::Configured for ClearToolResults {
+    const NAME: &'static str = "clear-tool-results";
+    const ABOUT: &'static str = "shows old large tool results as a stub naming the seq to recall";
+
+    fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
+        if self.keep_recent == 0 {
+            return Err(("keep_recent", "0".into(), "1 or more"));
+        }
+        Ok(())
     }
 }

@@ -22,7 +22,7 @@ use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `sliding` strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Sliding {
     /// Messages to keep.
     pub keep_last: usize,
@@ -50,5 +50,17 @@ impl Strategy for Sliding {
             Some(through) => Plan::Drop { through },
             None => Plan::Keep(Keep::NoSafeCut { desired }),
         }
+    }
+}
+
+impl super::Configured for Sliding {
+    const NAME: &'static str = "sliding";
+    const ABOUT: &'static str = "keeps the last N messages";
+
+    fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
+        if self.keep_last == 0 {
+            return Err(("keep_last", "0".into(), "1 or more"));
+        }
+        Ok(())
     }
 }

@@ -23,14 +23,13 @@ use crate::{HistoryView, Keep, Plan, Strategy};
 
 /// The `structured` strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Structured {
     /// Context tokens at which it updates the working state.
     pub threshold: u64,
     /// Messages at the end that stay whole.
     pub keep_recent: usize,
     /// The most tokens those messages may hold (default a quarter of the threshold).
-    #[serde(default)]
     pub keep_tokens: Option<u64>,
 }
 
@@ -54,6 +53,18 @@ impl Strategy for Structured {
             Ok(through) => Plan::UpdateState { through },
             Err(keep) => Plan::Keep(keep),
         }
+    }
+
+    fn plan_now(&self, view: &HistoryView<'_>) -> Plan {
+        let keep = self.keep_tokens.unwrap_or(self.threshold / 4);
+        match old_part(view, 0, self.keep_recent, Some(keep)) {
+            Ok(through) => Plan::UpdateState { through },
+            Err(keep) => Plan::Keep(keep),
+        }
+    }
+
+    fn limit(&self) -> Option<u64> {
+        Some(self.threshold)
     }
 }
 
@@ -95,4 +106,19 @@ pub(crate) fn old_part(
     };
     view.safe_cut_at_or_before(desired)
         .ok_or(Keep::NoSafeCut { desired })
+}
+
+impl super::Configured for Structured {
+    const NAME: &'static str = "structured";
+    const ABOUT: &'static str = "the old part updates the bounded working state, read offline from the transcript's structure";
+
+    fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
+        if self.keep_recent == 0 {
+            return Err(("keep_recent", "0".into(), "1 or more"));
+        }
+        if self.threshold == 0 {
+            return Err(("threshold", "0".into(), "1 or more"));
+        }
+        Ok(())
+    }
 }

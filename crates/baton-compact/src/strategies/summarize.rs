@@ -26,17 +26,15 @@ use crate::{HistoryView, Plan, Strategy};
 
 /// The `summarize` strategy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Summarize {
     /// Context tokens at which it summarizes.
     pub threshold: u64,
     /// Messages at the end that stay whole.
     pub keep_recent: usize,
     /// The most tokens those messages may hold (default a quarter of the threshold).
-    #[serde(default)]
     pub keep_tokens: Option<u64>,
     /// What the summary must keep, overriding the summarizer's default instructions.
-    #[serde(default)]
     pub instructions: Option<String>,
 }
 
@@ -65,5 +63,39 @@ impl Strategy for Summarize {
             },
             Err(keep) => Plan::Keep(keep),
         }
+    }
+
+    fn plan_now(&self, view: &HistoryView<'_>) -> Plan {
+        let keep = self.keep_tokens.unwrap_or(self.threshold / 4);
+        match super::structured::old_part(view, 0, self.keep_recent, Some(keep)) {
+            Ok(through) => Plan::Summarize {
+                through,
+                instructions: self.instructions.clone(),
+            },
+            Err(keep) => Plan::Keep(keep),
+        }
+    }
+
+    fn limit(&self) -> Option<u64> {
+        Some(self.threshold)
+    }
+
+    fn needs_model(&self) -> bool {
+        true
+    }
+}
+
+impl super::Configured for Summarize {
+    const NAME: &'static str = "summarize";
+    const ABOUT: &'static str = "a model writes the working state of the old part (needs a model)";
+
+    fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
+        if self.keep_recent == 0 {
+            return Err(("keep_recent", "0".into(), "1 or more"));
+        }
+        if self.threshold == 0 {
+            return Err(("threshold", "0".into(), "1 or more"));
+        }
+        Ok(())
     }
 }

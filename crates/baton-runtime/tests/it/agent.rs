@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use baton_compact::Settings as Compaction;
 use baton_compact::strategies::Structured;
-use baton_compact::trigger::Trigger;
 use baton_compact::{Offline, Strategy};
 use baton_core::prices::PriceTable;
 use baton_core::tokens::ByteEstimate;
@@ -85,7 +85,7 @@ async fn run_turn(
     read_only: bool,
 ) -> Result<TurnEnd, AgentError> {
     let tools = Toolbox::standard();
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (compaction, prices) = (Compaction::default(), PriceTable::defaults());
     let agent = Agent {
         store: &s.store,
         tenant: &s.tenant,
@@ -95,8 +95,10 @@ async fn run_turn(
         compactor: Compactor {
             strategy,
             summarizer: &Offline,
-            trigger: &trigger,
+            settings: &compaction,
+            clear: Default::default(),
             prices: &prices,
+            counter: &ByteEstimate,
             force: false,
             dry_run: false,
         },
@@ -281,7 +283,7 @@ async fn a_started_side_effect_is_not_run_twice_on_resume() {
     // running one step by hand: append the user's message and the model's call, mark it started.
     let none = baton_compact::strategies::NoCompaction;
     let tools = Toolbox::standard();
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (compaction, prices) = (Compaction::default(), PriceTable::defaults());
     let agent = Agent {
         store: &s.store,
         tenant: &s.tenant,
@@ -291,8 +293,10 @@ async fn a_started_side_effect_is_not_run_twice_on_resume() {
         compactor: Compactor {
             strategy: &none,
             summarizer: &Offline,
-            trigger: &trigger,
+            settings: &compaction,
+            clear: Default::default(),
             prices: &prices,
+            counter: &ByteEstimate,
             force: false,
             dry_run: false,
         },
@@ -357,7 +361,7 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
     let script = turns(json!([
         {"when": {"tools": false}, "reply": {"text": "Here is the summary: it went well."}},
         {"when": {"tools": false}, "expect": {"contains": "cannot be installed"},
-         "reply": {"text": "```json\n[{\"kind\":\"goal\",\"text\":\"finish the work\",\"source_seq\":1}]\n```"}},
+         "reply": {"text": "```json\n[{\"kind\":\"lesson\",\"text\":\"finish the work before the demo\",\"source_seq\":1}]\n```"}},
         {"when": {"tools": false}, "reply": {"text": "[{\"kind\":\"goal\",\"text\":\"x\",\"source_seq\":99}]"}},
         {"when": {"tools": false}, "reply": {"text": "still not json"}}
     ]));
@@ -370,12 +374,22 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
         keep_tokens: None,
         instructions: None,
     };
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    // A threshold this small would leave the state a cap of 20 tokens: give it room.
+    let compaction = Compaction {
+        state: baton_compact::executor::StateCap {
+            share: 0.2,
+            max_tokens: Some(4_000),
+        },
+        ..Compaction::default()
+    };
+    let prices = PriceTable::defaults();
     let compactor = Compactor {
         strategy: &strategy,
         summarizer: &summarizer,
-        trigger: &trigger,
+        settings: &compaction,
+        clear: Default::default(),
         prices: &prices,
+        counter: &ByteEstimate,
         force: true,
         dry_run: false,
     };
@@ -391,7 +405,25 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
         .summary(&s.tenant, c.summary_id.unwrap())
         .await
         .unwrap();
-    assert_eq!(summary.claims[0].text, "finish the work");
+    assert!(
+        summary
+            .claims
+            .iter()
+            .any(|c| c.kind == baton_core::ClaimKind::Lesson
+                && c.text == "finish the work before the demo"),
+        "{:#?}",
+        summary.claims
+    );
+    // The exact lists are there whatever the model wrote: the user's instruction, verbatim.
+    assert!(
+        summary
+            .claims
+            .iter()
+            .any(|c| c.kind == baton_core::ClaimKind::Instruction
+                && c.text.starts_with("message 0: detail")),
+        "{:#?}",
+        summary.claims
+    );
     // Two bad replies: the compaction fails, nothing installed.
     s.store
         .append(
@@ -423,7 +455,7 @@ async fn the_model_summarizer_retries_once_then_gives_up() {
 /// The parts of an [`Agent`] a test keeps while it builds agents with other settings.
 struct Parts {
     tools: Toolbox,
-    trigger: Trigger,
+    compaction: Compaction,
     prices: PriceTable,
     none: baton_compact::strategies::NoCompaction,
 }
@@ -432,7 +464,7 @@ impl Parts {
     fn new() -> Self {
         Parts {
             tools: Toolbox::standard(),
-            trigger: Trigger::default(),
+            compaction: Compaction::default(),
             prices: PriceTable::defaults(),
             none: baton_compact::strategies::NoCompaction,
         }
@@ -453,7 +485,9 @@ impl Parts {
             compactor: Compactor {
                 strategy: &self.none,
                 summarizer: &Offline,
-                trigger: &self.trigger,
+                settings: &self.compaction,
+                clear: Default::default(),
+                counter: &ByteEstimate,
                 prices: &self.prices,
                 force: false,
                 dry_run: false,
@@ -466,6 +500,244 @@ impl Parts {
             },
         }
     }
+}
+
+/// Issue 15, item 4: the model writes what only a model can (a rejected design, a problem's
+/// cause and fix, a file's intent, a lesson, a next step with its rationale); baton merges the
+/// exact lists read from the transcript into it, so a model that answers only partly drops
+/// nothing exact.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_summary_carries_the_exact_lists_whatever_it_wrote() {
+    use baton_core::{ClaimKind, ContentBlock, Message, Status};
+    use baton_runtime::summarizer::ModelSummarizer;
+    use baton_runtime::{Outcome, compact};
+    let s = setup().await;
+    let todo = |status: &str| {
+        json!({"todos": [
+            {"content": "Rewrite the retry loop", "activeForm": "Rewriting", "status": status},
+            {"content": "Add a test", "activeForm": "Adding", "status": "pending"},
+        ]})
+    };
+    let messages = vec![
+        Message::text(Role::User, "fix the retries; never push to main"),
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "p".into(),
+                name: "TodoWrite".into(),
+                input: todo("in_progress"),
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "p".into(),
+                content: vec![ContentBlock::Text {
+                    text: "Todos have been modified successfully.".into(),
+                }],
+                is_error: false,
+            }],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "e".into(),
+                name: "Edit".into(),
+                input: json!({"file_path": "/w/src/retry.rs", "old_string": "a", "new_string": "b"}),
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "e".into(),
+                content: vec![ContentBlock::Text {
+                    text: "The file /w/src/retry.rs has been updated.".into(),
+                }],
+                is_error: false,
+            }],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "t".into(),
+                name: "Bash".into(),
+                input: json!({"command": "cargo test retry"}),
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "t".into(),
+                content: vec![ContentBlock::Text {
+                    text: "Exit code 101\nthread 'retry' panicked at src/retry.rs:9: timeout"
+                        .into(),
+                }],
+                is_error: true,
+            }],
+        },
+        Message::text(Role::User, "no global lock, use a per-key one"),
+        Message::text(
+            Role::Assistant,
+            format!("Understood. {}", "detail ".repeat(80)),
+        ),
+        Message::text(Role::User, "go on"),
+    ];
+    for m in messages {
+        s.store
+            .append(&s.tenant, &s.run, &[baton_store::NewEntry::estimated(m)])
+            .await
+            .unwrap();
+    }
+    let good = r#"[
+        {"kind":"rejected","text":"a global lock: the user asked for a per-key one","source_seq":8},
+        {"kind":"problem","text":"`cargo test retry` times out: the backoff never resets; fix: reset on success","status":"unresolved","subject":"cargo test retry","source_seq":7},
+        {"kind":"file","text":"/w/src/retry.rs — the backoff state moves into the loop","status":"modified","subject":"/w/src/retry.rs","source_seq":4},
+        {"kind":"lesson","text":"the tests run with a 2 s timeout","source_seq":7},
+        {"kind":"next_step","text":"reset the backoff on success — that is what the timeout shows","source_seq":9}
+    ]"#;
+    let partial = r#"[{"kind":"next_step","text":"write the test","source_seq":9}]"#;
+    let script = turns(json!([
+        {"when": {"tools": false}, "reply": {"text": good}},
+        {"when": {"tools": false}, "reply": {"text": partial}},
+    ]));
+    let server = ScriptedServer::start(script).unwrap();
+    let provider = client(Wire::Anthropic, &server);
+    let summarizer = ModelSummarizer::new(provider.clone(), 1024);
+    let strategy = baton_compact::strategies::Summarize {
+        threshold: 100,
+        keep_recent: 1,
+        keep_tokens: None,
+        instructions: None,
+    };
+    // A threshold this small would leave the state a cap of 20 tokens: give it room.
+    let compaction = Compaction {
+        state: baton_compact::executor::StateCap {
+            share: 0.2,
+            max_tokens: Some(4_000),
+        },
+        ..Compaction::default()
+    };
+    let prices = PriceTable::defaults();
+    let compactor = Compactor {
+        strategy: &strategy,
+        summarizer: &summarizer,
+        settings: &compaction,
+        clear: Default::default(),
+        prices: &prices,
+        counter: &ByteEstimate,
+        force: true,
+        dry_run: false,
+    };
+    let Outcome::Compacted(first) = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap()
+    else {
+        panic!("expected a compaction")
+    };
+    let claims = s
+        .store
+        .summary(&s.tenant, first.summary_id.unwrap())
+        .await
+        .unwrap()
+        .claims;
+    let has = |kind: ClaimKind, text: &str| claims.iter().any(|c| c.kind == kind && c.text == text);
+    // What only the model writes…
+    assert!(
+        has(
+            ClaimKind::Rejected,
+            "a global lock: the user asked for a per-key one"
+        ),
+        "{claims:#?}"
+    );
+    assert!(has(ClaimKind::Lesson, "the tests run with a 2 s timeout"));
+    assert!(has(
+        ClaimKind::NextStep,
+        "reset the backoff on success — that is what the timeout shows"
+    ));
+    assert!(has(
+        ClaimKind::File,
+        "/w/src/retry.rs — the backoff state moves into the loop"
+    ));
+    let problem = claims
+        .iter()
+        .find(|c| c.kind == ClaimKind::Problem)
+        .unwrap();
+    assert!(
+        problem.text.contains("fix: reset on success"),
+        "{problem:?}"
+    );
+    assert_eq!(problem.status, Some(Status::Unresolved));
+    // …and what baton read from the transcript.
+    assert!(has(
+        ClaimKind::Instruction,
+        "fix the retries; never push to main"
+    ));
+    assert!(has(
+        ClaimKind::Instruction,
+        "no global lock, use a per-key one"
+    ));
+    assert!(claims.iter().any(|c| c.kind == ClaimKind::Task
+        && c.status == Some(Status::InProgress)
+        && c.text == "Rewrite the retry loop"));
+    assert!(has(ClaimKind::Command, "cargo test retry"));
+
+    // A partial answer on the next compaction drops nothing exact.
+    s.store
+        .append(
+            &s.tenant,
+            &s.run,
+            &[baton_store::NewEntry::estimated(Message::text(
+                Role::Assistant,
+                "working",
+            ))],
+        )
+        .await
+        .unwrap();
+    s.store
+        .append(
+            &s.tenant,
+            &s.run,
+            &[baton_store::NewEntry::estimated(Message::text(
+                Role::User,
+                "continue",
+            ))],
+        )
+        .await
+        .unwrap();
+    let Outcome::Compacted(second) = compact(&s.store, &s.tenant, &s.run, &compactor)
+        .await
+        .unwrap()
+    else {
+        panic!("expected a second compaction")
+    };
+    let claims = s
+        .store
+        .summary(&s.tenant, second.summary_id.unwrap())
+        .await
+        .unwrap()
+        .claims;
+    let has = |kind: ClaimKind, text: &str| claims.iter().any(|c| c.kind == kind && c.text == text);
+    assert!(
+        has(
+            ClaimKind::Instruction,
+            "fix the retries; never push to main"
+        ),
+        "{claims:#?}"
+    );
+    assert!(has(
+        ClaimKind::Rejected,
+        "a global lock: the user asked for a per-key one"
+    ));
+    assert!(has(
+        ClaimKind::File,
+        "/w/src/retry.rs — the backoff state moves into the loop"
+    ));
+    assert!(
+        claims
+            .iter()
+            .any(|c| c.kind == ClaimKind::Problem && c.status == Some(Status::Unresolved))
+    );
+    assert!(has(ClaimKind::NextStep, "write the test"));
 }
 
 /// Each message of the run: its role and, for a tool result, the first words of its text.
@@ -636,7 +908,7 @@ async fn a_recorded_side_effect_is_answered_from_the_ledger_not_run_again() {
     let provider = client(Wire::Anthropic, &server);
     let none = baton_compact::strategies::NoCompaction;
     let tools = Toolbox::standard();
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (compaction, prices) = (Compaction::default(), PriceTable::defaults());
     let agent = Agent {
         store: &s.store,
         tenant: &s.tenant,
@@ -646,8 +918,10 @@ async fn a_recorded_side_effect_is_answered_from_the_ledger_not_run_again() {
         compactor: Compactor {
             strategy: &none,
             summarizer: &Offline,
-            trigger: &trigger,
+            settings: &compaction,
+            clear: Default::default(),
             prices: &prices,
+            counter: &ByteEstimate,
             force: false,
             dry_run: false,
         },

@@ -1,13 +1,15 @@
 //! Compaction against a real SQLite file: pins survive any strategy, dry runs
 //! write nothing, a summary that does not shrink anything is refused, a lost race writes
-//! nothing, and the strategy's `observe` hears about what was installed.
+//! nothing, and the logging decorator around the executor hears about what was installed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use baton_compact::Settings;
 use baton_compact::strategies::{Sliding, Structured};
-use baton_compact::trigger::{Skip, Trigger};
-use baton_compact::{Compaction, HistoryView, Offline, Plan, Strategy, strategy_fn};
+use baton_compact::trigger::Skip;
+use baton_compact::{Offline, Plan, Strategy, strategy_fn};
 use baton_core::prices::PriceTable;
+use baton_core::tokens::ByteEstimate;
 use baton_core::{Claim, ClaimKind, ContentBlock, Message, Role, RunId, Seq, TenantId};
 use baton_runtime::{Compactor, Outcome, compact};
 use baton_sqlite::SqliteStore;
@@ -66,14 +68,16 @@ async fn fixture(turns: usize) -> Fixture {
 
 fn compactor<'a>(
     strategy: &'a dyn Strategy,
-    trigger: &'a Trigger,
+    settings: &'a Settings,
     prices: &'a PriceTable,
 ) -> Compactor<'a> {
     Compactor {
         strategy,
         summarizer: &Offline,
-        trigger,
+        settings,
+        clear: Default::default(),
         prices,
+        counter: &ByteEstimate,
         force: false,
         dry_run: false,
     }
@@ -83,13 +87,13 @@ fn compactor<'a>(
 async fn a_pinned_message_survives_a_sliding_window() {
     let f = fixture(20).await;
     f.store.pin(&f.tenant, &f.run, Seq(1)).await.unwrap();
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (settings, prices) = (Settings::default(), PriceTable::defaults());
     let sliding = Sliding { keep_last: 4 };
     let outcome = compact(
         &*f.store,
         &f.tenant,
         &f.run,
-        &compactor(&sliding, &trigger, &prices),
+        &compactor(&sliding, &settings, &prices),
     )
     .await
     .unwrap();
@@ -112,37 +116,28 @@ async fn a_pinned_message_survives_a_sliding_window() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_dry_run_writes_nothing_and_observe_hears_only_real_compactions() {
+async fn a_dry_run_writes_nothing_and_the_log_hears_only_real_compactions() {
     let f = fixture(20).await;
-    let heard: Arc<Mutex<Vec<Compaction>>> = Arc::default();
-    struct Listening(Structured, Arc<Mutex<Vec<Compaction>>>);
-    impl Strategy for Listening {
-        fn name(&self) -> &'static str {
-            self.0.name()
-        }
-        fn plan(&self, view: &HistoryView<'_>) -> Plan {
-            self.0.plan(view)
-        }
-        fn observe(&self, c: &Compaction) {
-            self.1.lock().unwrap().push(c.clone());
-        }
-    }
-    let strategy = Listening(
-        Structured {
-            threshold: 1_000,
-            keep_recent: 4,
-            keep_tokens: None,
-        },
-        heard.clone(),
-    );
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
-    let mut c = compactor(&strategy, &trigger, &prices);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("compactions.jsonl");
+    let strategy = Structured {
+        threshold: 1_000,
+        keep_recent: 4,
+        keep_tokens: None,
+    };
+    let settings = Settings {
+        log: Some(log.clone()),
+        ..Settings::default()
+    };
+    let prices = PriceTable::defaults();
+    let mut c = compactor(&strategy, &settings, &prices);
     c.dry_run = true;
     let outcome = compact(&*f.store, &f.tenant, &f.run, &c).await.unwrap();
     let Outcome::Planned { claims, compaction } = outcome else {
         panic!("{outcome:?}")
     };
-    assert!(claims.iter().any(|c| c.kind == ClaimKind::Constraint));
+    assert!(claims.iter().any(|c| c.kind == ClaimKind::Instruction
+        && c.text.contains("Do not touch the production database.")));
     assert_eq!(compaction.summary_id, None);
     assert!(
         f.store
@@ -151,21 +146,40 @@ async fn a_dry_run_writes_nothing_and_observe_hears_only_real_compactions() {
             .unwrap()
             .is_empty()
     );
-    assert!(heard.lock().unwrap().is_empty());
+    assert!(!log.exists(), "a dry run logs nothing");
 
     c.dry_run = false;
     let Outcome::Compacted(done) = compact(&*f.store, &f.tenant, &f.run, &c).await.unwrap() else {
         panic!("expected a compaction")
     };
-    let heard = heard.lock().unwrap().clone();
-    assert_eq!(heard.len(), 1);
-    assert_eq!(heard[0].summary_id, done.summary_id);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["summary_id"], done.summary_id.unwrap().0);
+    assert_eq!(lines[0]["state_tokens"], done.state_tokens);
     let summary = f
         .store
         .summary(&f.tenant, done.summary_id.unwrap())
         .await
         .unwrap();
-    assert_eq!(summary.meta.unwrap()["tokens_after"], done.tokens_after);
+    let meta = summary.meta.unwrap();
+    assert_eq!(meta["tokens_after"], done.tokens_after);
+    assert_eq!(meta["state_tokens"], done.state_tokens);
+    // The context counts the state as its version measured it.
+    let ctx = f.store.context(&f.tenant, &f.run).await.unwrap();
+    assert_eq!(ctx.summary.unwrap().tokens, done.state_tokens);
+    // A log that cannot be written does not fail the compaction.
+    let broken = Settings {
+        log: Some(dir.path().join("no/such/dir/log.jsonl")),
+        ..Settings::default()
+    };
+    let mut c = compactor(&strategy, &broken, &prices);
+    c.force = true;
+    let outcome = compact(&*f.store, &f.tenant, &f.run, &c).await.unwrap();
+    assert!(!matches!(outcome, Outcome::Conflict(_)), "{outcome:?}");
 }
 
 /// A summarizer that writes more than it was given.
@@ -181,10 +195,12 @@ impl baton_compact::Summarizer for Verbose {
         request: &baton_compact::SummaryRequest<'_>,
     ) -> Result<baton_compact::Written, baton_compact::SummarizeError> {
         let claims = (0..400)
-            .map(|i| Claim {
-                kind: ClaimKind::Note,
-                text: format!("note {i}: a long restatement of everything said so far"),
-                source_seq: request.cut,
+            .map(|i| {
+                Claim::new(
+                    ClaimKind::Note,
+                    format!("note {i}: a long restatement of everything said so far"),
+                    request.cut,
+                )
             })
             .collect();
         Ok(baton_compact::Written {
@@ -204,8 +220,16 @@ async fn a_summary_that_does_not_shrink_anything_is_refused() {
         keep_tokens: None,
         instructions: None,
     };
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
-    let mut c = compactor(&summarize, &trigger, &prices);
+    // A cap large enough that the bound keeps every note the summarizer wrote.
+    let settings = Settings {
+        state: baton_compact::executor::StateCap {
+            share: 0.2,
+            max_tokens: Some(100_000),
+        },
+        ..Settings::default()
+    };
+    let prices = PriceTable::defaults();
+    let mut c = compactor(&summarize, &settings, &prices);
     c.summarizer = &Verbose;
     let outcome = compact(&*f.store, &f.tenant, &f.run, &c).await.unwrap();
     let Outcome::Refused { reason, plan, .. } = outcome else {
@@ -230,7 +254,7 @@ async fn a_summary_that_does_not_shrink_anything_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_race_writes_nothing() {
     let f = fixture(20).await;
-    let (trigger, prices) = (Trigger::default(), PriceTable::defaults());
+    let (settings, prices) = (Settings::default(), PriceTable::defaults());
     // The strategy plans on the state it read; meanwhile another writer installs a version.
     let store = f.store.clone();
     let (tenant, run) = (f.tenant.clone(), f.run.clone());
@@ -264,7 +288,7 @@ async fn a_lost_race_writes_nothing() {
         &*f.store,
         &f.tenant,
         &f.run,
-        &compactor(&racing, &trigger, &prices),
+        &compactor(&racing, &settings, &prices),
     )
     .await
     .unwrap();

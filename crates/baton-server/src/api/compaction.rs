@@ -32,7 +32,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// would overflow the loop guard's arithmetic.
 pub const MAX_MIN_GROWTH: f64 = 1000.0;
 
-/// A compaction strategy (`baton_compact::config::STRATEGIES`).
+/// A compaction strategy (`baton_compact::strategies::REGISTRY`; a test holds this enum to it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
 pub enum StrategyName {
     /// Never compacts (the baseline).
@@ -58,6 +58,17 @@ pub enum StrategyName {
 }
 
 impl StrategyName {
+    /// Every strategy, in the registry's order.
+    #[cfg(test)]
+    pub const ALL: [StrategyName; 6] = [
+        StrategyName::None,
+        StrategyName::Sliding,
+        StrategyName::Budget,
+        StrategyName::ClearToolResults,
+        StrategyName::Summarize,
+        StrategyName::Structured,
+    ];
+
     /// The name the configuration uses.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -234,10 +245,10 @@ fn configure(body: &CompactRequest) -> Result<CompactionConfig, Problem> {
         instructions: body.instructions.clone(),
     });
     if let Some(n) = body.min_context_tokens {
-        config.trigger.min_context_tokens = n;
+        config.settings.trigger.min_context_tokens = n;
     }
     if let Some(share) = body.min_reduction {
-        config.trigger.min_reduction = share;
+        config.settings.trigger.min_reduction = share;
     }
     if let Some(share) = body.min_growth {
         if share > MAX_MIN_GROWTH {
@@ -245,7 +256,7 @@ fn configure(body: &CompactRequest) -> Result<CompactionConfig, Problem> {
                 "min_growth {share}: expected a share from 0 to {MAX_MIN_GROWTH}"
             )));
         }
-        config.trigger.min_growth = share;
+        config.settings.trigger.min_growth = share;
     }
     config
         .validate()
@@ -311,11 +322,15 @@ async fn compact(
     let config = configure(&body)?;
     let strategy = config.build().map_err(|e| invalid_options(e.to_string()))?;
     let prices = PriceTable::defaults();
+    let clear = config.clear().map_err(|e| invalid_options(e.to_string()))?;
+    let counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
     let compactor = Compactor {
         strategy: &*strategy,
         summarizer: &Offline,
-        trigger: &config.trigger,
+        settings: &config.settings,
+        clear,
         prices: &prices,
+        counter: &*counter,
         force: body.force,
         dry_run: body.dry_run,
     };
@@ -324,6 +339,11 @@ async fn compact(
         .await
         .map_err(|e| match e {
             baton_runtime::Error::Store(e) => Problem::from(e),
+            needs @ baton_runtime::Error::NeedsModel { .. } => Problem::unprocessable(
+                "needs-model",
+                "The strategy needs a model",
+                needs.to_string(),
+            ),
             other => Problem::internal(&other),
         })?;
     let name = strategy.name();
@@ -383,4 +403,23 @@ async fn compact(
         Outcome::Conflict(why) => return Err(rejected(why)),
     };
     Ok(ApiJson(report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StrategyName;
+
+    /// Issue 15, item 5: the API's strategies are the registry's, in its order, each
+    /// deserializing from its name (a strategy added to the registry fails this until the API
+    /// knows it).
+    #[test]
+    fn the_api_enum_is_the_registry() {
+        let registry = baton_compact::strategies::names();
+        let ours: Vec<&str> = StrategyName::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(ours, registry);
+        for (name, variant) in registry.iter().zip(StrategyName::ALL) {
+            let parsed: StrategyName = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(parsed, variant);
+        }
+    }
 }

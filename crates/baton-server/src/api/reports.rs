@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use baton_cache::report::{self, ToolCall};
-use baton_compact::config::{CompactionConfig, STRATEGIES};
+use baton_compact::config::CompactionConfig;
 use baton_compact::growth::Growth;
 use baton_compact::replay::{Replay, replay_unless};
 use baton_core::key::canonical_json;
@@ -135,35 +135,24 @@ async fn growth(
     let name = query.strategy.as_deref().unwrap_or("structured");
     let mut config = CompactionConfig::named(name);
     if let Some(budget) = query.budget {
-        config
-            .budget
-            .get_or_insert_with(Default::default)
-            .max_tokens = budget;
-        config
-            .summarize
-            .get_or_insert_with(Default::default)
-            .threshold = budget;
-        config
-            .structured
-            .get_or_insert_with(Default::default)
-            .threshold = budget;
+        config = config.with_budget(budget);
     }
-    let strategy = config.build().map_err(|e| {
+    let bad = |e: baton_compact::config::Error| {
         Problem::bad_request(format!(
             "{e} (strategies: {}; budget: 1 or more tokens)",
-            STRATEGIES.join(", ")
+            baton_compact::strategies::names().join(", ")
         ))
-    })?;
+    };
+    let mut how = Replay::new(run.clone(), &config).map_err(bad)?;
     let record = state.store.run(&caller.tenant, &run).await?;
     let entries = state
         .store
         .read_range(&caller.tenant, &run, Seq(1), None)
         .await?;
-    let fixed = baton_core::context::assemble(&record, None, Vec::new()).tokens;
-    let mut how = Replay::new(run.clone(), strategy);
-    how.trigger = config.trigger.clone();
-    how.fixed_tokens = fixed;
-    how.measure = false;
+    how.rules = record.rules.clone();
+    how.goal = record.goal.clone();
+    how.probes = false;
+    how.counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
     let replayed = state
         .blocking(move |cancel| replay_unless(&entries, &how, cancel))
         .await

@@ -35,6 +35,12 @@ pub struct StateItem {
     pub text: String,
     /// The seq of the message it rests on.
     pub source_seq: u64,
+    /// Where a task, file or problem stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<baton_view::StatusName>,
+    /// A file's canonical path, a problem's check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// A run's working state: its active summary's claims by kind.
@@ -47,11 +53,31 @@ pub struct WorkingState {
     pub summary_id: Option<u64>,
     /// The last seq that version covers.
     pub coverage: Option<u64>,
-    /// The current objective (`goal` claims).
+    /// Its tokens in the context, as its compaction measured them with the run's tokenizer.
+    pub tokens: Option<u64>,
+    /// The current task (`goal` claims).
     pub objective: Vec<StateItem>,
+    /// Every message the user typed, verbatim, newest first.
+    pub instructions: Vec<StateItem>,
+    /// The agent's own plan, with each item's status.
+    pub tasks: Vec<StateItem>,
+    /// Failed checks, unresolved first.
+    pub problems: Vec<StateItem>,
+    /// Files by role, each with its canonical path.
+    pub files: Vec<StateItem>,
+    /// Shell commands run, whole, newest first.
+    pub commands: Vec<StateItem>,
+    /// What the agent said, with no tool result to show it.
+    pub reported: Vec<StateItem>,
+    /// Commits, pushes and their outcomes.
+    pub repo: Vec<StateItem>,
+    /// Designs the user rejected.
+    pub rejected: Vec<StateItem>,
+    /// Lessons for the rest of the run.
+    pub lessons: Vec<StateItem>,
     /// Constraints the user set, in their words.
     pub constraints: Vec<StateItem>,
-    /// Facts backed by an observation (`verified` claims).
+    /// Facts a tool result itself shows (`verified` claims).
     pub findings: Vec<StateItem>,
     /// What is believed but not yet shown.
     pub hypotheses: Vec<StateItem>,
@@ -94,9 +120,21 @@ async fn working_state(
     let summary = state.store.summary(&caller.tenant, active).await?;
     working.summary_id = Some(summary.id.0);
     working.coverage = Some(summary.coverage.0);
+    working.tokens = Some(summary.state_tokens().unwrap_or_else(|| {
+        baton_compact::executor::estimate_state(summary.coverage, &summary.claims)
+    }));
     for claim in &summary.claims {
         let list = match claim.kind {
             ClaimKind::Goal => &mut working.objective,
+            ClaimKind::Instruction => &mut working.instructions,
+            ClaimKind::Task => &mut working.tasks,
+            ClaimKind::Problem => &mut working.problems,
+            ClaimKind::File => &mut working.files,
+            ClaimKind::Command => &mut working.commands,
+            ClaimKind::Reported => &mut working.reported,
+            ClaimKind::Repo => &mut working.repo,
+            ClaimKind::Rejected => &mut working.rejected,
+            ClaimKind::Lesson => &mut working.lessons,
             ClaimKind::Constraint => &mut working.constraints,
             ClaimKind::Verified => &mut working.findings,
             ClaimKind::Hypothesis => &mut working.hypotheses,
@@ -109,6 +147,8 @@ async fn working_state(
         list.push(StateItem {
             text: claim.text.clone(),
             source_seq: claim.source_seq.0,
+            status: claim.status.map(Into::into),
+            subject: claim.subject.clone(),
         });
     }
     Ok(ApiJson(working))

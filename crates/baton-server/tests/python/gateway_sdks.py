@@ -45,12 +45,11 @@ def openai_exchange(base, key):
         return raw.parse()
 
     def twice(tag, **kwargs):
-        first = create(tag, **kwargs)
-        second = create(tag, **kwargs)
-        if kwargs.get("stream"):
-            first, second = collect_openai(first), collect_openai(second)
-        else:
-            first, second = plain_openai(first), plain_openai(second)
+        # The first reply is read to its end before the second request is sent: a stream
+        # still being read is a call in flight, which the second would join (coalesced).
+        read = collect_openai if kwargs.get("stream") else plain_openai
+        first = read(create(tag, **kwargs))
+        second = read(create(tag, **kwargs))
         assert first == second, (first, second)
         assert seen[tag] == ["miss", "hit"], (tag, seen[tag])
         return first
@@ -130,12 +129,11 @@ def anthropic_exchange(base, key):
         return raw.parse()
 
     def twice(tag, **kwargs):
-        first = create(tag, **kwargs)
-        second = create(tag, **kwargs)
-        if kwargs.get("stream"):
-            first, second = collect_anthropic(first), collect_anthropic(second)
-        else:
-            first, second = plain_anthropic(first), plain_anthropic(second)
+        # The first reply is read to its end before the second request is sent: a stream
+        # still being read is a call in flight, which the second would join (coalesced).
+        read = collect_anthropic if kwargs.get("stream") else plain_anthropic
+        first = read(create(tag, **kwargs))
+        second = read(create(tag, **kwargs))
         assert first == second, (first, second)
         assert seen[tag] == ["miss", "hit"], (tag, seen[tag])
         return first
