@@ -55,7 +55,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -1215,47 +1214,10 @@ fn peer_figures(
 
 /// Runs the peer script with `--runs runs`; its JSON, or why it could not.
 fn run_peer(dir: &Path, runs: usize) -> Result<Value, String> {
-    let script = Path::new(PEER_SCRIPT);
-    if !script.is_file() {
-        return Err(format!("peer script not found at {PEER_SCRIPT}"));
-    }
     let python = crate::peers::python_with("langchain_core", "langchain-core")?;
-    let stdout_path = dir.join("peer-trim.json");
-    let stderr_path = dir.join("peer-trim.err");
-    let stdout = std::fs::File::create(&stdout_path).map_err(|e| e.to_string())?;
-    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-    let mut child = Command::new(&python)
-        .arg(script)
-        .args(["--runs", &runs.to_string()])
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", python.display()))?;
-    let deadline = Instant::now() + PEER_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("the script ran over {} s", PEER_TIMEOUT.as_secs()));
-            }
-            Err(e) => return Err(format!("waiting for the script: {e}")),
-        }
-    };
-    if !status.success() {
-        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-        let last = stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(format!("the script failed ({status}): {}", last.trim()));
-    }
-    let text = std::fs::read_to_string(&stdout_path).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("the script's output is not JSON: {e}"))
+    let runs = runs.to_string();
+    let args = ["--runs", runs.as_str()];
+    crate::peers::run(&python, PEER_SCRIPT, &args, dir, "peer-trim", PEER_TIMEOUT)
 }
 
 #[cfg(test)]

@@ -612,7 +612,7 @@ fn recall(
             let (store, tenant, id) = (&store, &tenant, &id);
             async move {
                 let start = Instant::now();
-                let entries = store.search(tenant, id, &query).await?;
+                let entries = store.search(tenant, id, &query).await?.entries;
                 Ok::<_, anyhow::Error>((ms(start.elapsed()), entries.len()))
             }
         };

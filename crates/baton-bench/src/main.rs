@@ -88,7 +88,8 @@
 //! virtual environment, with LiteLLM).
 //! `--quick` runs every measurement at a small size (the CI smoke test, about five seconds even
 //! in a debug build; its figures are not comparable with the targets), and `--json` adds one JSON
-//! object with every figure as the last line of output. The process exits 0 whether figures
+//! object with every figure as the last line of output. `--only append,single,…` runs the named
+//! sections alone, in their usual order (names: `SECTIONS`). The process exits 0 whether figures
 //! pass or miss, 1 when a measurement fails, 2 on a usage error.
 
 use std::io::Write;
@@ -102,8 +103,8 @@ use baton_core::{
     Claim, ClaimKind, ContentBlock, Message, Role, RunId, Seq, SummaryId, TenantId, Timestamp,
 };
 use baton_sqlite::SqliteStore;
+use baton_sqlite::bench::{Bare, Row as BareRow};
 use baton_store::{Candidate, Install, NewEntry, NewRun, Store};
-use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
@@ -118,13 +119,12 @@ mod pg_ledger;
 mod postgres;
 mod tokens;
 
-/// baton's schema, applied verbatim to the bare baseline's file.
-const SCHEMA: &str = include_str!("../../baton-sqlite/migrations/0001_init.sql");
-
-const USAGE: &str = "usage: baton-bench [--quick] [--json]
+const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
 
   --quick   every measurement at a small size (CI smoke test; figures not comparable)
   --json    also print one JSON object with every figure, as the last line
+  --only    run these sections alone: append, single, context, install, import, tokens,
+            compaction, continuity, cache, ledger, postgres, pg_ledger, gateway
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -155,34 +155,50 @@ fn main() -> ExitCode {
 struct Args {
     quick: bool,
     json: bool,
-    /// Hidden: `--only pg_ledger` or `--only gateway` runs section 11 or 12 alone (to measure
-    /// it without the others).
-    only: Option<&'static str>,
+    /// `--only a,b`: runs the named sections alone (to measure them without the others), in
+    /// their usual order; empty runs them all.
+    only: Vec<&'static str>,
 }
+
+/// The sections `--only` names, in the order they run.
+const SECTIONS: [&str; 13] = [
+    "append",
+    "single",
+    "context",
+    "install",
+    "import",
+    "tokens",
+    "compaction",
+    "continuity",
+    "cache",
+    "ledger",
+    "postgres",
+    "pg_ledger",
+    "gateway",
+];
 
 /// `Ok(None)` asks for the help text.
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut parsed = Args {
         quick: false,
         json: false,
-        only: None,
+        only: Vec::new(),
     };
     let mut args = args;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => parsed.quick = true,
             "--only" => {
-                let section = args.next().unwrap_or_default();
-                parsed.only = Some(match section.as_str() {
-                    "pg_ledger" => "pg_ledger",
-                    "gateway" => "gateway",
-                    "continuity" => "continuity",
-                    _ => {
+                let sections = args.next().unwrap_or_default();
+                for section in sections.split(',') {
+                    let Some(known) = SECTIONS.iter().find(|s| **s == section) else {
                         return Err(format!(
-                            "--only {section:?}: expected pg_ledger, gateway or continuity"
+                            "--only {section:?}: expected sections among {}",
+                            SECTIONS.join(", ")
                         ));
-                    }
-                });
+                    };
+                    parsed.only.push(known);
+                }
             }
             "--json" => parsed.json = true,
             "-h" | "--help" => return Ok(None),
@@ -230,6 +246,8 @@ struct Sizes {
     install_step: u64,
     install_rows: u64,
     install_long_rows: u64,
+    /// Whether to run the peers' scripts.
+    peer: bool,
 }
 
 impl Sizes {
@@ -253,6 +271,7 @@ impl Sizes {
                 install_step: 10,
                 install_rows: 400,
                 install_long_rows: 2_000,
+                peer: false,
             }
         } else {
             Sizes {
@@ -273,6 +292,7 @@ impl Sizes {
                 install_step: 10,
                 install_rows: 2_000,
                 install_long_rows: 20_000,
+                peer: true,
             }
         }
     }
@@ -412,30 +432,27 @@ fn run(args: &Args) -> anyhow::Result<()> {
     out.flush()?;
 
     let mut report = Report::default();
-    match args.only {
-        Some("pg_ledger") => pg_ledger::section(args.quick, &mut report, &mut out)?,
-        Some("gateway") => gateway::section(dir.path(), args.quick, &mut report, &mut out)?,
-        Some("continuity") => {
-            continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?
+    let (dir, quick, r) = (dir.path(), args.quick, &mut report);
+    for section in SECTIONS {
+        if !args.only.is_empty() && !args.only.contains(&section) {
+            continue;
         }
-        _ => {}
+        match section {
+            "append" => batch_append(&rt, dir, &sizes, r, &mut out)?,
+            "single" => single_append(&rt, dir, &sizes, r, &mut out)?,
+            "context" => context_assembly(&rt, dir, &sizes, r, &mut out)?,
+            "install" => summary_installs(&rt, dir, &sizes, r, &mut out)?,
+            "import" => import::section(&rt, dir, quick, r, &mut out)?,
+            "tokens" => tokens::section(quick, r, &mut out)?,
+            "compaction" => compaction::section(&rt, dir, quick, r, &mut out)?,
+            "continuity" => continuity::section(&rt, dir, quick, r, &mut out)?,
+            "cache" => cache::section(&rt, dir, quick, r, &mut out)?,
+            "ledger" => ledger::section(&rt, dir, quick, r, &mut out)?,
+            "postgres" => postgres::section(quick, r, &mut out)?,
+            "pg_ledger" => pg_ledger::section(quick, r, &mut out)?,
+            _ => gateway::section(dir, quick, r, &mut out)?,
+        }
     }
-    if args.only.is_some() {
-        return print_table(&report, &mut out);
-    }
-    batch_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    single_append(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    context_assembly(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    summary_installs(&rt, dir.path(), &sizes, &mut report, &mut out)?;
-    import::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    tokens::section(args.quick, &mut report, &mut out)?;
-    compaction::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    continuity::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    cache::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    ledger::section(&rt, dir.path(), args.quick, &mut report, &mut out)?;
-    postgres::section(args.quick, &mut report, &mut out)?;
-    pg_ledger::section(args.quick, &mut report, &mut out)?;
-    gateway::section(dir.path(), args.quick, &mut report, &mut out)?;
 
     let elapsed = started.elapsed();
     print_table(&report, &mut out)?;
@@ -520,52 +537,96 @@ fn batch_append(
 ) -> anyhow::Result<()> {
     writeln!(
         out,
-        "\n[1] append: batches of {} messages, {} rounds of {} batches",
+        "\n[1] append: batches of {} messages, {} rounds of {} batches, baton and bare rusqlite alternating",
         sizes.batch, sizes.batch_rounds, sizes.batches_per_round
     )?;
-    let (dir, sizes) = (dir.to_path_buf(), *sizes);
-    let rates = on_worker(rt, async move {
-        let sqlite = SqliteStore::open(dir.join("append.db")).await?;
-        let store: &dyn Store = &sqlite;
-        let tenant = TenantId::default_tenant();
-        let run = store.create_run(&tenant, &NewRun::default()).await?.id;
-        let mut fill = Fill::new(1);
-        for _ in 0..sizes.batch_warmup {
-            store
-                .append(&tenant, &run, &fill.realistic(sizes.batch))
-                .await?;
-        }
-        let mut rates = Vec::new();
-        let mut bytes = (0usize, 0usize);
-        for _ in 0..sizes.batch_rounds {
-            let batches: Vec<Vec<NewEntry>> = (0..sizes.batches_per_round)
-                .map(|_| fill.realistic(sizes.batch))
-                .collect();
-            for e in batches.iter().flatten() {
-                bytes.0 += serde_json::to_string(&e.message)?.len();
-                bytes.1 += 1;
-            }
+    let tenant = TenantId::default_tenant();
+    let (path, setup_tenant) = (dir.join("append.db"), tenant.clone());
+    let (sqlite, run) = on_worker(rt, async move {
+        let sqlite = SqliteStore::open(path).await?;
+        let run = sqlite
+            .create_run(&setup_tenant, &NewRun::default())
+            .await?
+            .id;
+        Ok((sqlite, run))
+    })?;
+    let mut bare = bare_open(&dir.join("bare-batch.db"), &tenant, &run)?;
+    let baton = |batches: Vec<Vec<NewEntry>>| -> anyhow::Result<f64> {
+        let (store, tenant, run) = (sqlite.clone(), tenant.clone(), run.clone());
+        on_worker(rt, async move {
             let start = Instant::now();
             for batch in &batches {
                 store.append(&tenant, &run, batch).await?;
             }
-            let secs = start.elapsed().as_secs_f64();
-            rates.push((sizes.batches_per_round * sizes.batch) as f64 / secs);
+            Ok(batches.iter().map(Vec::len).sum::<usize>() as f64 / start.elapsed().as_secs_f64())
+        })
+    };
+    let mut bare_loop = |batches: Vec<Vec<BareRow>>| -> anyhow::Result<f64> {
+        let start = Instant::now();
+        for batch in &batches {
+            bare_append(&mut bare, batch)?;
         }
-        let last = store.run(&tenant, &run).await?.last_seq;
-        ensure!(
-            last.0 == fill.next,
-            "append bench: run ends at seq {last}, expected {}",
-            fill.next
-        );
-        Ok((rates, bytes.0 / bytes.1.max(1)))
-    })?;
-    let (rates, avg_bytes) = rates;
-    let med = median(&rates);
+        Ok(batches.iter().map(Vec::len).sum::<usize>() as f64 / start.elapsed().as_secs_f64())
+    };
+    let rows_of = |batches: &[Vec<NewEntry>]| -> anyhow::Result<Vec<Vec<BareRow>>> {
+        batches
+            .iter()
+            .map(|b| b.iter().map(bare_row).collect())
+            .collect()
+    };
+    let mut fill = Fill::new(1);
+    let mut generate =
+        |n: usize| -> Vec<Vec<NewEntry>> { (0..n).map(|_| fill.realistic(sizes.batch)).collect() };
+    let warm = generate(sizes.batch_warmup);
+    let bare_warm = rows_of(&generate(sizes.batch_warmup))?;
+    baton(warm)?;
+    bare_loop(bare_warm)?;
+    let (mut rates, mut bare_rates, mut ratios, mut bytes) = (vec![], vec![], vec![], (0, 0));
+    for round in 0..sizes.batch_rounds {
+        let batches = generate(sizes.batches_per_round);
+        let bare_batches = rows_of(&generate(sizes.batches_per_round))?;
+        for row in bare_batches.iter().flatten() {
+            bytes.0 += row.message.len();
+            bytes.1 += 1;
+        }
+        // Alternate which side goes first, so drift in the machine hits both alike.
+        let (b, r) = if round % 2 == 0 {
+            let b = baton(batches)?;
+            (b, bare_loop(bare_batches)?)
+        } else {
+            let r = bare_loop(bare_batches)?;
+            (baton(batches)?, r)
+        };
+        rates.push(b);
+        bare_rates.push(r);
+        ratios.push(b / r);
+    }
+    let expected =
+        sizes.batch * (sizes.batch_warmup + sizes.batch_rounds * sizes.batches_per_round);
+    let last = rt.block_on(sqlite.run(&tenant, &run))?.last_seq;
+    let (bare_last, bare_rows) = bare.last_seq().map_err(|e| anyhow!("bare baseline: {e}"))?;
+    ensure!(
+        usize::try_from(last.0).ok() == Some(expected)
+            && usize::try_from(bare_last).ok() == Some(expected)
+            && bare_rows == bare_last,
+        "append bench: baton ends at seq {last}, bare at {bare_last}, expected {expected}"
+    );
+    let (med, bare_med) = (median(&rates), median(&bare_rates));
     writeln!(
         out,
-        "    rounds: {} msg/s; mean serialized message {avg_bytes} B",
+        "    baton:         {} msg/s",
         list(&rates, |r| thousands(*r))
+    )?;
+    writeln!(
+        out,
+        "    bare rusqlite: {} msg/s",
+        list(&bare_rates, |r| thousands(*r))
+    )?;
+    writeln!(
+        out,
+        "    per-round ratios {}; mean serialized message {} B; bare: the same statements per batch (BEGIN IMMEDIATE, the run's row, one insert per message, last_seq, COMMIT), baton's schema, WAL, synchronous=NORMAL",
+        list(&ratios, |r| format!("{r:.2}")),
+        bytes.0 / bytes.1.max(1)
     )?;
     report.figure(
         "append_batch_msgs_per_s",
@@ -574,25 +635,89 @@ fn batch_append(
         Unit::PerSecond("msg"),
         Some(Target::AtLeast(50_000.0)),
     );
+    report.figure(
+        "append_batch_bare_msgs_per_s",
+        "1 same batches, bare rusqlite (median)",
+        bare_med,
+        Unit::PerSecond("msg"),
+        None,
+    );
+    report.figure(
+        "append_batch_ratio",
+        "1 ratio baton/bare (of medians)",
+        med / bare_med,
+        Unit::Ratio,
+        Some(Target::AtLeast(0.8)),
+    );
+    let peer = if sizes.peer {
+        sqlite_session(dir, out)
+    } else {
+        Err("--quick".to_owned())
+    };
+    match &peer {
+        Ok(items) => {
+            writeln!(
+                out,
+                "    peer, same run: Agents SDK SQLiteSession add_items, batches of 100 (100k items, median of 3): {} items/s; baton {:.1}x",
+                thousands(*items),
+                med / items
+            )?;
+            report.figure(
+                "append_batch_peer_sqlite_session_items_per_s",
+                "1 peer: Agents SDK SQLiteSession, batches of 100",
+                *items,
+                Unit::PerSecond("item"),
+                None,
+            );
+        }
+        Err(why) => writeln!(out, "    peer: skipped ({why})")?,
+    }
     report.details.insert(
         "append_batch".into(),
-        json!({ "batch": sizes.batch, "rounds_msgs_per_s": rates, "mean_message_bytes": avg_bytes }),
+        json!({
+            "batch": sizes.batch,
+            "rounds_msgs_per_s": rates,
+            "bare_rounds_msgs_per_s": bare_rates,
+            "round_ratios": ratios,
+            "mean_message_bytes": bytes.0 / bytes.1.max(1),
+            "peer_sqlite_session_items_per_s": peer.as_ref().ok(),
+        }),
     );
     out.flush()?;
     Ok(())
 }
 
+/// The OpenAI Agents SDK's `SQLiteSession` batched `add_items` rate (100,000 items of about
+/// 1 KiB in batches of 100, median of its runs), from `../shared/peers/sqlite_session_bench.py`
+/// run in the peers' virtual environment; or why it could not run.
+fn sqlite_session(dir: &Path, out: &mut impl Write) -> Result<f64, String> {
+    let _ = writeln!(
+        out,
+        "    peer: running the Agents SDK SQLiteSession script (a minute or two)"
+    );
+    let _ = out.flush();
+    let python = peers::python_with("agents", "openai-agents")?;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/peers/sqlite_session_bench.py"
+    );
+    let json = peers::run(
+        &python,
+        script,
+        &["--runs", "3"],
+        dir,
+        "sqlite-session",
+        Duration::from_secs(600),
+    )?;
+    json.pointer("/add_items/batch100_100000/items_per_s")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| "no add_items.batch100_100000.items_per_s in its output".to_owned())
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Single-message append against bare rusqlite
 
-/// A history row, serialized the way baton serializes it, for the bare loop.
-struct BareRow {
-    tokens: u32,
-    tool_uses: Option<String>,
-    tool_results: Option<String>,
-    message: String,
-}
-
+/// A history row, serialized the way baton serializes it, for the bare loops.
 fn bare_row(entry: &NewEntry) -> anyhow::Result<BareRow> {
     let ids = |ids: Vec<&str>| -> anyhow::Result<Option<String>> {
         Ok(if ids.is_empty() {
@@ -609,73 +734,16 @@ fn bare_row(entry: &NewEntry) -> anyhow::Result<BareRow> {
     })
 }
 
-/// The bare baseline's connection: baton's schema and settings, no baton code.
-fn bare_open(path: &Path, tenant: &str, run: &str) -> anyhow::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(path, flags)
-        .with_context(|| format!("opening {}", path.display()))?;
-    conn.busy_timeout(Duration::from_secs(30))?;
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-    ensure!(
-        mode.eq_ignore_ascii_case("wal"),
-        "bare baseline: journal_mode is {mode}, not wal"
-    );
-    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")?;
-    conn.execute_batch(SCHEMA)
-        .context("applying baton's schema to the bare file")?;
-    conn.set_prepared_statement_cache_capacity(64);
-    let now = Timestamp::now().0;
-    conn.execute(
-        "INSERT INTO tenants (id, created_at) VALUES (?1, ?2)",
-        params![tenant, now],
-    )?;
-    conn.execute(
-        "INSERT INTO runs (tenant_id, id, status, created_at) VALUES (?1, ?2, 'active', ?3)",
-        params![tenant, run, now],
-    )?;
-    Ok(conn)
+/// The bare baseline of `path`: baton's schema and settings, no baton code.
+fn bare_open(path: &Path, tenant: &TenantId, run: &RunId) -> anyhow::Result<Bare> {
+    Bare::open(path, tenant.as_str(), run.as_str())
+        .map_err(|e| anyhow!("bare baseline {}: {e}", path.display()))
 }
 
-/// One message in one transaction, with the statements baton's `append` runs.
-fn bare_append(
-    conn: &mut Connection,
-    tenant: &str,
-    run: &str,
-    row: &BareRow,
-) -> anyhow::Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let (pk, status, _active, last): (i64, String, Option<i64>, i64) = tx
-        .prepare_cached(
-            "SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = ?1 AND id = ?2",
-        )?
-        .query_row(params![tenant, run], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })?;
-    if status != "active" {
-        bail!("bare baseline: run is {status}");
-    }
-    let now = Timestamp::now().0;
-    let seq = last + 1;
-    tx.prepare_cached(
-        "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        pk,
-        seq,
-        row.tokens,
-        row.tool_uses,
-        row.tool_results,
-        now,
-        row.message
-    ])?;
-    tx.prepare_cached("UPDATE runs SET last_seq = ?1 WHERE pk = ?2")?
-        .execute(params![seq, pk])?;
-    tx.commit()?;
-    Ok(())
+/// `rows` in one bare transaction.
+fn bare_append(bare: &mut Bare, rows: &[BareRow]) -> anyhow::Result<()> {
+    bare.append(rows, Timestamp::now().0)
+        .map_err(|e| anyhow!("bare baseline: {e}"))
 }
 
 fn single_append(
@@ -700,11 +768,7 @@ fn single_append(
             .id;
         Ok((sqlite, run))
     })?;
-    let bare = Arc::new(Mutex::new(bare_open(
-        &dir.join("bare.db"),
-        tenant.as_str(),
-        run.as_str(),
-    )?));
+    let bare = Arc::new(Mutex::new(bare_open(&dir.join("bare.db"), &tenant, &run)?));
 
     // baton: one message per call, awaited in sequence by a task on a worker thread, as a
     // server's handler would; or by `block_on` on this thread, for comparison.
@@ -730,24 +794,24 @@ fn single_append(
             .map_err(|_| anyhow!("bare connection lock poisoned"))?;
         let start = Instant::now();
         for row in &rows {
-            bare_append(&mut conn, tenant.as_str(), run.as_str(), row)?;
+            bare_append(&mut conn, std::slice::from_ref(row))?;
         }
         Ok(rows.len() as f64 / start.elapsed().as_secs_f64())
     };
     // For attribution: the same bare transactions in baton's shape (a worker task, a mutex, one
     // hop per call), through `spawn_blocking` as baton does, or through `block_in_place`.
     let bare_shaped = |rows: Vec<BareRow>, hop: Hop| -> anyhow::Result<f64> {
-        let (conn, tenant, run) = (bare.clone(), tenant.to_string(), run.to_string());
+        let conn = bare.clone();
         on_worker(rt, async move {
             let n = rows.len();
             let start = Instant::now();
             for row in rows {
-                let (conn, tenant, run) = (conn.clone(), tenant.clone(), run.clone());
+                let conn = conn.clone();
                 let job = move || -> anyhow::Result<()> {
                     let mut conn = conn
                         .lock()
                         .map_err(|_| anyhow!("bare connection lock poisoned"))?;
-                    bare_append(&mut conn, &tenant, &run, &row)
+                    bare_append(&mut conn, std::slice::from_ref(&row))
                 };
                 match hop {
                     Hop::SpawnBlocking => tokio::task::spawn_blocking(job).await??,
@@ -801,17 +865,21 @@ fn single_append(
         bare_appended += n + 2 * half;
     }
     let baton_last = rt.block_on(sqlite.run(&tenant, &run))?.last_seq;
-    let bare_last: i64 = bare
+    let (bare_last, _) = bare
         .lock()
         .map_err(|_| anyhow!("bare connection lock poisoned"))?
-        .query_row("SELECT last_seq FROM runs", [], |r| r.get(0))?;
+        .last_seq()
+        .map_err(|e| anyhow!("bare baseline: {e}"))?;
     ensure!(
         usize::try_from(baton_last.0).ok() == Some(baton_appended)
             && usize::try_from(bare_last).ok() == Some(bare_appended),
         "single-append bench: baton ended at seq {baton_last} (expected {baton_appended}), bare at {bare_last} (expected {bare_appended})"
     );
-    let baton_mode: String =
-        Connection::open(sqlite.path())?.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    let baton_mode = rt
+        .block_on(sqlite.doctor())?
+        .into_iter()
+        .find_map(|(name, value)| (name == "journal_mode").then_some(value))
+        .unwrap_or_default();
 
     // What serializing a message and a bare trip through the blocking pool cost on their own.
     let probe = fill.realistic(n);
@@ -1527,5 +1595,8 @@ mod tests {
         ));
         assert!(matches!(parse(&["--help"]), Ok(None)));
         assert!(parse(&["--nope"]).is_err());
+        let only = parse(&["--only", "single,ledger"]).unwrap().unwrap().only;
+        assert_eq!(only, ["single", "ledger"]);
+        assert!(parse(&["--only", "single,nope"]).is_err());
     }
 }

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// Where the peers' virtual environment lives.
 fn venv_dir() -> PathBuf {
@@ -67,4 +70,57 @@ pub(crate) fn python_with(imports: &str, package: &str) -> Result<PathBuf, Strin
     )?;
     importable(&python)?;
     Ok(python)
+}
+
+/// Runs a peer `script` with `python` and `args`, its output kept in `dir` as `name.json` and
+/// `name.err`; the JSON object it prints, or why it could not (stopped after `timeout`).
+pub(crate) fn run(
+    python: &Path,
+    script: &str,
+    args: &[&str],
+    dir: &Path,
+    name: &str,
+    timeout: Duration,
+) -> Result<Value, String> {
+    if !Path::new(script).is_file() {
+        return Err(format!("peer script not found at {script}"));
+    }
+    let (stdout_path, stderr_path) = (
+        dir.join(format!("{name}.json")),
+        dir.join(format!("{name}.err")),
+    );
+    let stdout = std::fs::File::create(&stdout_path).map_err(|e| e.to_string())?;
+    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
+    let mut child = Command::new(python)
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", python.display()))?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the script ran over {} s", timeout.as_secs()));
+            }
+            Err(e) => return Err(format!("waiting for the script: {e}")),
+        }
+    };
+    if !status.success() {
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!("the script failed ({status}): {}", last.trim()));
+    }
+    let text = std::fs::read_to_string(&stdout_path).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| format!("the script's output is not JSON: {e}"))
 }

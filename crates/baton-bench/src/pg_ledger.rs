@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, anyhow, bail};
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use baton_postgres::PgStore;
@@ -55,8 +55,12 @@ pub(crate) fn section(
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
+    let admin = rt
+        .block_on(baton_postgres::bench::connect(&base))
+        .map_err(|e| anyhow!(e))?;
     let measured = (|| -> anyhow::Result<()> {
-        psql(&base, &format!("CREATE SCHEMA \"{schema}\""))?;
+        rt.block_on(baton_postgres::bench::create_schema(&admin, &schema))
+            .map_err(|e| anyhow!(e))?;
         pgbench(&base, &schema, &["-i", "-s", "1", "-q"])?;
         for clients in [8usize, 32] {
             // Alternating rounds, medians: the server's fsync latency drifts on a small machine,
@@ -71,10 +75,8 @@ pub(crate) fn section(
                 "warm-up".to_owned(),
             ))?;
             let ledger = format!("{schema}_ledger{clients}");
-            psql(
-                &base,
-                &format!("ANALYZE \"{ledger}\".operations, \"{ledger}\".attempts"),
-            )?;
+            rt.block_on(baton_postgres::bench::analyze_ledger(&admin, &ledger))
+                .map_err(|e| anyhow!(e))?;
             let (mut tps_rounds, mut pair_rounds) = (Vec::new(), Vec::new());
             for round in 0..rounds {
                 tps_rounds.push(pgbench_tps(&base, &schema, clients, secs)?);
@@ -103,12 +105,15 @@ pub(crate) fn section(
         }
         Ok(())
     })();
-    let dropped = psql(
-        &base,
-        &format!(
-            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE; DROP SCHEMA IF EXISTS \"{schema}_ledger8\" CASCADE; DROP SCHEMA IF EXISTS \"{schema}_ledger32\" CASCADE;"
-        ),
-    );
+    let schemas = [
+        schema.clone(),
+        format!("{schema}_ledger8"),
+        format!("{schema}_ledger32"),
+    ];
+    let names: Vec<&str> = schemas.iter().map(String::as_str).collect();
+    let dropped = rt
+        .block_on(baton_postgres::bench::drop_schemas(&admin, &names))
+        .map_err(|e| anyhow!(e));
     measured?;
     dropped?;
     out.flush()?;
@@ -168,17 +173,6 @@ async fn pairs_per_second(
         joined??;
     }
     Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
-}
-
-fn psql(url: &str, sql: &str) -> anyhow::Result<()> {
-    let out = Command::new("psql")
-        .args(["-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
-        .output()
-        .context("running psql")?;
-    if !out.status.success() {
-        bail!("psql: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
 }
 
 fn pgbench(url: &str, schema: &str, args: &[&str]) -> anyhow::Result<String> {

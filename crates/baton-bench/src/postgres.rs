@@ -2,31 +2,24 @@
 //!
 //! The server is `BATON_BENCH_PG`, else `BATON_TEST_PG`, else
 //! `postgres://postgres@127.0.0.1:5432/test`. Each run makes two fresh schemas, one for
-//! baton's store and one for the bare baseline (baton's migration applied verbatim), and drops
-//! both at the end. A server that cannot be reached skips the section with one line.
+//! baton's store and one for the bare baseline (`baton_postgres::bench`: baton's migration
+//! applied verbatim, plain driver statements), and drops both at the end. A server that cannot
+//! be reached skips the section with one line.
 
 use std::io::Write;
-use std::pin::pin;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context as _, ensure};
+use anyhow::{Context as _, anyhow, ensure};
 use baton_core::{RunId, TenantId, Timestamp};
 use baton_postgres::PgStore;
+use baton_postgres::bench::{Bare, BareRun, Method, Row};
 use baton_store::{NewEntry, NewRun, Store};
 use serde_json::json;
 use tokio::runtime::Runtime;
-use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::{Fill, Report, Target, Unit, bare_row, list, median, on_worker, thousands};
 
-/// baton's PostgreSQL schema, applied verbatim to the bare baseline's schema.
-const SCHEMA: &str = include_str!("../../baton-postgres/migrations/0001_init.sql");
-
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-const INSERT_COLUMNS: &str = "run_pk, seq, tokens, tool_uses, tool_results, created_at, message";
 
 /// How much of the PostgreSQL section to do.
 #[derive(Clone, Copy)]
@@ -100,38 +93,9 @@ fn with_schema(url: &str, schema: &str) -> String {
     format!("{url}{sep}schema={schema}")
 }
 
-/// A driver config for `url`, without baton's own `schema=` parameter.
-fn raw_config(url: &str) -> anyhow::Result<tokio_postgres::Config> {
-    let base = match url.split_once('?') {
-        Some((base, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|p| !p.is_empty() && !p.starts_with("schema="))
-                .collect();
-            if kept.is_empty() {
-                base.to_owned()
-            } else {
-                format!("{base}?{}", kept.join("&"))
-            }
-        }
-        None => url.to_owned(),
-    };
-    let mut config: tokio_postgres::Config = base.parse().context("invalid URL")?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(5));
-    }
-    config.application_name("baton-bench");
-    Ok(config)
-}
-
-/// A plain driver connection, its connection future spawned on the current runtime.
-async fn raw_connect(config: &tokio_postgres::Config) -> anyhow::Result<Client> {
-    let (client, connection) = tokio::time::timeout(Duration::from_secs(10), config.connect(NoTls))
-        .await
-        .context("timed out after 10 s")?
-        .map_err(anyhow::Error::new)?;
-    tokio::spawn(connection);
-    Ok(client)
+/// A driver error as the bench reports it.
+fn bare(e: Box<dyn std::error::Error + Send + Sync>) -> anyhow::Error {
+    anyhow!(e)
 }
 
 /// The PostgreSQL section: prints its lines, adds its figures, drops its schemas.
@@ -151,18 +115,12 @@ pub(crate) fn section(
         .build()
         .context("starting the tokio runtime for postgres")?;
 
-    let config = match raw_config(&url) {
-        Ok(config) => config,
-        Err(err) => return skip(report, out, &shown, &format!("{err:#}")),
-    };
-    let probe_config = config.clone();
+    let probe_url = url.clone();
     let probe = on_worker(&rt, async move {
-        let client = raw_connect(&probe_config).await?;
-        let version: String = client.query_one("SHOW server_version", &[]).await?.get(0);
-        let sync: String = client
-            .query_one("SHOW synchronous_commit", &[])
-            .await?
-            .get(0);
+        let client = baton_postgres::bench::connect(&probe_url)
+            .await
+            .map_err(bare)?;
+        let (version, sync) = baton_postgres::bench::server(&client).await.map_err(bare)?;
         Ok((client, version, sync))
     });
     let (admin, version, sync) = match probe {
@@ -181,20 +139,15 @@ pub(crate) fn section(
     )?;
     out.flush()?;
 
-    let measured = measure(&rt, &url, &config, &schemas, &sizes, report, out);
+    let measured = measure(&rt, &url, &schemas, &sizes, report, out);
     let dropped = on_worker(&rt, {
         let schemas = schemas.clone();
         async move {
-            admin
-                .batch_execute(&format!(
-                    "SET lock_timeout = '10s';
-                     DROP SCHEMA IF EXISTS \"{}\" CASCADE;
-                     DROP SCHEMA IF EXISTS \"{}\" CASCADE;",
-                    schemas.baton, schemas.bare
-                ))
+            let names = [schemas.baton.as_str(), schemas.bare.as_str()];
+            baton_postgres::bench::drop_schemas(&admin, &names)
                 .await
-                .context("dropping the bench schemas")?;
-            Ok(())
+                .map_err(bare)
+                .context("dropping the bench schemas")
         }
     });
     measured?;
@@ -224,15 +177,6 @@ struct Schemas {
     bare: String,
 }
 
-/// A history row serialized once, before any clock starts.
-#[derive(Clone)]
-struct Row {
-    tokens: i32,
-    tool_uses: Option<String>,
-    tool_results: Option<String>,
-    message: String,
-}
-
 fn rows_of(entries: &[NewEntry]) -> anyhow::Result<Vec<Row>> {
     entries
         .iter()
@@ -248,266 +192,14 @@ fn rows_of(entries: &[NewEntry]) -> anyhow::Result<Vec<Row>> {
         .collect()
 }
 
-/// How the bare baseline writes a batch's rows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Method {
-    /// baton's own statement shape: `INSERT … SELECT FROM unnest(arrays)`.
-    Unnest,
-    /// `INSERT … VALUES (…), (…), …` with seven parameters per row.
-    Values,
-    /// `COPY history FROM STDIN (FORMAT binary)`.
-    Copy,
-}
-
 const METHODS: [Method; 3] = [Method::Unnest, Method::Values, Method::Copy];
 
-impl Method {
-    fn name(self) -> &'static str {
-        match self {
-            Method::Unnest => "INSERT … SELECT FROM unnest",
-            Method::Values => "multi-row INSERT … VALUES",
-            Method::Copy => "COPY FROM STDIN (binary)",
-        }
-    }
-
-    fn key(self) -> &'static str {
-        match self {
-            Method::Unnest => "unnest",
-            Method::Values => "values",
-            Method::Copy => "copy_binary",
-        }
-    }
-}
-
-/// The bare baseline: one driver connection, baton's schema, no baton code.
-struct Bare {
-    client: Client,
-    tenant: String,
-    unnest: Statement,
-    values: Statement,
-    copy: Statement,
-    single: Statement,
-    lock: Statement,
-    update: Statement,
-}
-
-/// A run in the bare schema, its seqs counted on the client.
-struct BareRun {
-    pk: i64,
-    last: i64,
-}
-
-impl Bare {
-    async fn open(
-        config: &tokio_postgres::Config,
-        schema: &str,
-        batch: usize,
-    ) -> anyhow::Result<Self> {
-        let client = raw_connect(config).await?;
-        client
-            .batch_execute(&format!(
-                "CREATE SCHEMA \"{schema}\"; SET search_path = \"{schema}\";"
-            ))
-            .await
-            .context("creating the bare schema")?;
-        client
-            .batch_execute(SCHEMA)
-            .await
-            .context("applying baton's migration to the bare schema")?;
-        let tenant = TenantId::default_tenant().to_string();
-        client
-            .execute(
-                "INSERT INTO tenants (id, created_at) VALUES ($1, $2)",
-                &[&tenant, &Timestamp::now().0],
-            )
-            .await?;
-        let placeholders: Vec<String> = (0..batch)
-            .map(|i| {
-                let p: Vec<String> = (1..=7).map(|k| format!("${}", i * 7 + k)).collect();
-                format!("({})", p.join(", "))
-            })
-            .collect();
-        let values = client
-            .prepare(&format!(
-                "INSERT INTO history ({INSERT_COLUMNS}) VALUES {}",
-                placeholders.join(", ")
-            ))
-            .await?;
-        let unnest = client
-            .prepare(&format!(
-                "INSERT INTO history ({INSERT_COLUMNS})
-                 SELECT $1, s, t, u, r, $7, m
-                 FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)"
-            ))
-            .await?;
-        let copy = client
-            .prepare(&format!(
-                "COPY history ({INSERT_COLUMNS}) FROM STDIN (FORMAT binary)"
-            ))
-            .await?;
-        let single = client
-            .prepare(&format!(
-                "INSERT INTO history ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-            ))
-            .await?;
-        let lock = client
-            .prepare("SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE")
-            .await?;
-        let update = client
-            .prepare("UPDATE runs SET last_seq = $1 WHERE pk = $2")
-            .await?;
-        Ok(Bare {
-            client,
-            tenant,
-            unnest,
-            values,
-            copy,
-            single,
-            lock,
-            update,
-        })
-    }
-
-    async fn create_run(&self, id: &str) -> anyhow::Result<BareRun> {
-        let pk: i64 = self
-            .client
-            .query_one(
-                "INSERT INTO runs (tenant_id, id, status, created_at) VALUES ($1, $2, 'active', $3) RETURNING pk",
-                &[&self.tenant, &id, &Timestamp::now().0],
-            )
-            .await?
-            .get(0);
-        Ok(BareRun { pk, last: 0 })
-    }
-
-    /// One batch in one transaction: BEGIN, the rows by `method`, UPDATE `last_seq`, COMMIT.
-    async fn batch(&self, run: &mut BareRun, rows: &[Row], method: Method) -> anyhow::Result<()> {
-        let n = i64::try_from(rows.len())?;
-        let first = run.last + 1;
-        let last = run.last + n;
-        let now = Timestamp::now().0;
-        self.client.batch_execute("BEGIN").await?;
-        match method {
-            Method::Unnest => {
-                let seqs: Vec<i64> = (first..=last).collect();
-                let tokens: Vec<i32> = rows.iter().map(|r| r.tokens).collect();
-                let uses: Vec<Option<&str>> = rows.iter().map(|r| r.tool_uses.as_deref()).collect();
-                let results: Vec<Option<&str>> =
-                    rows.iter().map(|r| r.tool_results.as_deref()).collect();
-                let messages: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
-                self.client
-                    .execute(
-                        &self.unnest,
-                        &[&run.pk, &seqs, &tokens, &uses, &results, &messages, &now],
-                    )
-                    .await?;
-            }
-            Method::Values => {
-                ensure!(
-                    rows.len() * 7 == self.values.params().len(),
-                    "bare VALUES insert prepared for {} rows, given {}",
-                    self.values.params().len() / 7,
-                    rows.len()
-                );
-                let seqs: Vec<i64> = (first..=last).collect();
-                let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 7);
-                for (row, seq) in rows.iter().zip(&seqs) {
-                    params.extend_from_slice(&[
-                        &run.pk,
-                        seq,
-                        &row.tokens,
-                        &row.tool_uses,
-                        &row.tool_results,
-                        &now,
-                        &row.message,
-                    ]);
-                }
-                self.client.execute(&self.values, &params).await?;
-            }
-            Method::Copy => {
-                let sink = self.client.copy_in(&self.copy).await?;
-                let types = [
-                    Type::INT8,
-                    Type::INT8,
-                    Type::INT4,
-                    Type::TEXT,
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::TEXT,
-                ];
-                let mut writer = pin!(BinaryCopyInWriter::new(sink, &types));
-                for (row, seq) in rows.iter().zip(first..) {
-                    writer
-                        .as_mut()
-                        .write(&[
-                            &run.pk,
-                            &seq,
-                            &row.tokens,
-                            &row.tool_uses,
-                            &row.tool_results,
-                            &now,
-                            &row.message,
-                        ])
-                        .await?;
-                }
-                let copied = writer.finish().await?;
-                ensure!(
-                    copied == n.unsigned_abs(),
-                    "bare COPY wrote {copied} rows, not {n}"
-                );
-            }
-        }
-        self.client.execute(&self.update, &[&last, &run.pk]).await?;
-        self.client.batch_execute("COMMIT").await?;
-        run.last = last;
-        Ok(())
-    }
-
-    /// One row in one transaction; with `lock`, first the run-row `SELECT … FOR UPDATE` baton
-    /// runs, so the statements are baton's own.
-    async fn single(
-        &self,
-        run: &mut BareRun,
-        run_id: &str,
-        row: &Row,
-        lock: bool,
-    ) -> anyhow::Result<()> {
-        let seq = run.last + 1;
-        self.client.batch_execute("BEGIN").await?;
-        if lock {
-            self.client
-                .query_one(&self.lock, &[&self.tenant, &run_id])
-                .await?;
-        }
-        self.client
-            .execute(
-                &self.single,
-                &[
-                    &run.pk,
-                    &seq,
-                    &row.tokens,
-                    &row.tool_uses,
-                    &row.tool_results,
-                    &Timestamp::now().0,
-                    &row.message,
-                ],
-            )
-            .await?;
-        self.client.execute(&self.update, &[&seq, &run.pk]).await?;
-        self.client.batch_execute("COMMIT").await?;
-        run.last = seq;
-        Ok(())
-    }
-
-    async fn last_seq(&self, run: &BareRun) -> anyhow::Result<(i64, i64)> {
-        let row = self
-            .client
-            .query_one(
-                "SELECT r.last_seq, (SELECT count(*) FROM history h WHERE h.run_pk = r.pk) FROM runs r WHERE r.pk = $1",
-                &[&run.pk],
-            )
-            .await?;
-        Ok((row.get(0), row.get(1)))
+/// How a bare method is named in the output, and in the JSON.
+fn method_names(method: Method) -> (&'static str, &'static str) {
+    match method {
+        Method::Unnest => ("INSERT … SELECT FROM unnest", "unnest"),
+        Method::Values => ("multi-row INSERT … VALUES", "values"),
+        Method::Copy => ("COPY FROM STDIN (binary)", "copy_binary"),
     }
 }
 
@@ -527,8 +219,8 @@ async fn check_run(
     Ok(())
 }
 
-async fn check_bare(bare: &Bare, run: &BareRun, what: &str) -> anyhow::Result<()> {
-    let (last, count) = bare.last_seq(run).await?;
+async fn check_bare(b: &Bare, run: &BareRun, what: &str) -> anyhow::Result<()> {
+    let (last, count) = b.stored(run).await.map_err(bare)?;
     ensure!(
         last == run.last && count == run.last,
         "postgres {what} bench: bare run ends at seq {last} with {count} rows, expected {}",
@@ -570,15 +262,14 @@ struct Measured {
 fn measure(
     rt: &Runtime,
     url: &str,
-    config: &tokio_postgres::Config,
     schemas: &Schemas,
     sizes: &PgSizes,
     report: &mut Report,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let (url, config, schemas, sizes) = (
+    let (bare_url, url, schemas, sizes) = (
+        url.to_owned(),
         with_schema(url, &schemas.baton),
-        config.clone(),
         schemas.clone(),
         *sizes,
     );
@@ -587,7 +278,10 @@ fn measure(
         let store = PgStore::connect(&url)
             .await
             .context("connecting baton's store")?;
-        let bare = Bare::open(&config, &schemas.bare, sizes.batch).await?;
+        let tenant = TenantId::default_tenant();
+        let bare = Bare::open(&bare_url, &schemas.bare, tenant.as_str(), sizes.batch)
+            .await
+            .map_err(bare)?;
         let batch = batch_rounds(&store, &bare, &sizes).await?;
         let single = single_rounds(&store, &bare, &sizes).await?;
         let concurrent = concurrent_rounds(&store, &sizes).await?;
@@ -607,6 +301,7 @@ fn measure(
         .zip(&bare_meds)
         .max_by(|a, b| a.1.total_cmp(b.1))
         .map_or((Method::Copy, f64::NAN), |(m, r)| (*m, *r));
+    let (best_name, best_key) = method_names(best);
     writeln!(
         out,
         "    [5a] batches of {}, {} rounds of {} batches per side, sides taking turns every {} batches:",
@@ -621,14 +316,14 @@ fn measure(
         writeln!(
             out,
             "      bare {:<28}  {} msg/s",
-            method.name(),
+            method_names(*method).0,
             list(rates, |r| thousands(*r))
         )?;
     }
     writeln!(
         out,
         "      (bare: BEGIN, the rows pre-serialized, UPDATE last_seq, COMMIT; no run-row lock) fastest bare: {}",
-        best.name()
+        best_name
     )?;
     report.figure(
         "pg_append_batch_msgs_per_s",
@@ -639,7 +334,7 @@ fn measure(
     );
     report.figure(
         "pg_append_batch_bare_msgs_per_s",
-        format!("5 pg same, bare {} (median)", best.key()),
+        format!("5 pg same, bare {best_key} (median)"),
         best_med,
         Unit::PerSecond("msg"),
         None,
@@ -743,7 +438,7 @@ fn measure(
     let methods: serde_json::Map<String, serde_json::Value> = METHODS
         .iter()
         .zip(&m.batch.bare)
-        .map(|(method, rates)| (method.key().to_owned(), json!(rates)))
+        .map(|(method, rates)| (method_names(*method).1.to_owned(), json!(rates)))
         .collect();
     report.details.insert(
         "postgres".into(),
@@ -751,7 +446,7 @@ fn measure(
             "batch": sizes.batch,
             "batch_baton_rounds_msgs_per_s": m.batch.baton,
             "batch_bare_rounds_msgs_per_s": methods,
-            "batch_bare_fastest": best.key(),
+            "batch_bare_fastest": best_key,
             "single_baton_rounds_msgs_per_s": m.single.baton,
             "single_bare_rounds_msgs_per_s": m.single.bare,
             "single_bare_locked_rounds_msgs_per_s": m.single.bare_locked,
@@ -767,12 +462,13 @@ fn measure(
 }
 
 /// (a): baton's batch append and the three bare methods, taking turns.
-async fn batch_rounds(store: &PgStore, bare: &Bare, sizes: &PgSizes) -> anyhow::Result<BatchRates> {
+async fn batch_rounds(store: &PgStore, b: &Bare, sizes: &PgSizes) -> anyhow::Result<BatchRates> {
     let tenant = TenantId::default_tenant();
     let run = store.create_run(&tenant, &NewRun::default()).await?.id;
     let mut bare_runs = Vec::new();
     for method in METHODS {
-        bare_runs.push(bare.create_run(&format!("batch-{}", method.key())).await?);
+        let id = format!("batch-{}", method_names(method).1);
+        bare_runs.push(b.create_run(&id).await.map_err(bare)?);
     }
     let mut fill = Fill::new(51);
     let mut appended = 0;
@@ -781,7 +477,9 @@ async fn batch_rounds(store: &PgStore, bare: &Bare, sizes: &PgSizes) -> anyhow::
         store.append(&tenant, &run, &entries).await?;
         let rows = rows_of(&entries)?;
         for (method, bare_run) in METHODS.iter().zip(&mut bare_runs) {
-            bare.batch(bare_run, &rows, *method).await?;
+            b.batch(bare_run, &rows, *method, Timestamp::now().0)
+                .await
+                .map_err(bare)?;
         }
         appended += sizes.batch;
     }
@@ -812,7 +510,9 @@ async fn batch_rounds(store: &PgStore, bare: &Bare, sizes: &PgSizes) -> anyhow::
                 } else {
                     let (method, bare_run) = (METHODS[side - 1], &mut bare_runs[side - 1]);
                     for batch in &rows[range.clone()] {
-                        bare.batch(bare_run, batch, method).await?;
+                        b.batch(bare_run, batch, method, Timestamp::now().0)
+                            .await
+                            .map_err(bare)?;
                     }
                 }
                 secs[side] += start.elapsed().as_secs_f64();
@@ -831,22 +531,18 @@ async fn batch_rounds(store: &PgStore, bare: &Bare, sizes: &PgSizes) -> anyhow::
             "postgres batch bench: bare run counted {} messages, expected {appended}",
             bare_run.last
         );
-        check_bare(bare, bare_run, "batch").await?;
+        check_bare(b, bare_run, "batch").await?;
     }
     Ok(rates)
 }
 
 /// (b): one message per transaction, baton, bare and bare with baton's run-row lock.
-async fn single_rounds(
-    store: &PgStore,
-    bare: &Bare,
-    sizes: &PgSizes,
-) -> anyhow::Result<SingleRates> {
+async fn single_rounds(store: &PgStore, b: &Bare, sizes: &PgSizes) -> anyhow::Result<SingleRates> {
     let tenant = TenantId::default_tenant();
     let run = store.create_run(&tenant, &NewRun::default()).await?.id;
     let (plain_id, locked_id) = ("single-plain", "single-locked");
-    let mut plain = bare.create_run(plain_id).await?;
-    let mut locked = bare.create_run(locked_id).await?;
+    let mut plain = b.create_run(plain_id).await.map_err(bare)?;
+    let mut locked = b.create_run(locked_id).await.map_err(bare)?;
     let mut fill = Fill::new(52);
     let n = sizes.single_per_round;
     let mut appended = 0;
@@ -872,12 +568,18 @@ async fn single_rounds(
                     }
                     1 => {
                         for row in &rows[range.clone()] {
-                            bare.single(&mut plain, plain_id, row, false).await?;
+                            let now = Timestamp::now().0;
+                            b.single(&mut plain, plain_id, row, false, now)
+                                .await
+                                .map_err(bare)?;
                         }
                     }
                     _ => {
                         for row in &rows[range.clone()] {
-                            bare.single(&mut locked, locked_id, row, true).await?;
+                            let now = Timestamp::now().0;
+                            b.single(&mut locked, locked_id, row, true, now)
+                                .await
+                                .map_err(bare)?;
                         }
                     }
                 }
@@ -894,8 +596,8 @@ async fn single_rounds(
         }
     }
     check_run(store, &tenant, &run, appended as u64, "single").await?;
-    check_bare(bare, &plain, "single").await?;
-    check_bare(bare, &locked, "single").await?;
+    check_bare(b, &plain, "single").await?;
+    check_bare(b, &locked, "single").await?;
     Ok(rates)
 }
 

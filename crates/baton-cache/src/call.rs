@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use baton_core::key::{KeyError, KeyInput, RequestKey, request_key};
 use baton_core::prices::{Price, PriceTable};
 use baton_core::{TenantId, Timestamp};
-use baton_store::{CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry, Store};
+use baton_store::{CacheStore, CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +135,7 @@ type Flown = Result<Landed, CallError>;
 
 /// The response cache of one tenant: see the crate docs.
 pub struct Cache {
-    store: Arc<dyn Store>,
+    store: Arc<dyn CacheStore>,
     tenant: TenantId,
     access: Arc<dyn AccessPolicy>,
     prices: PriceTable,
@@ -155,9 +155,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 impl Cache {
-    /// The tenant's cache on `store`: every operation a day, leases of 30 s, the built-in
-    /// price table, and the policy that lets a caller reach only its own tenant.
-    pub fn new(store: Arc<dyn Store>, tenant: TenantId) -> Self {
+    /// The tenant's cache on `store` (an `Arc<dyn Store>` coerces to it): every operation a
+    /// day, leases of 30 s, the built-in price table, and the policy that lets a caller reach
+    /// only its own tenant.
+    pub fn new(store: Arc<dyn CacheStore>, tenant: TenantId) -> Self {
         Cache {
             store,
             tenant,
@@ -587,7 +588,7 @@ struct BackgroundLog {
 }
 
 impl BackgroundLog {
-    fn start(store: Arc<dyn Store>, tenant: TenantId) -> Self {
+    fn start(store: Arc<dyn CacheStore>, tenant: TenantId) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LogMsg>();
         tokio::spawn(async move {
             let mut batch = Vec::new();
@@ -638,7 +639,7 @@ fn elapsed_ms(started: Instant) -> u64 {
 /// Releases a flight: explicitly when the work is done, or from `Drop` when the caller was
 /// cancelled or panicked, so waiters in other processes do not wait out the lease.
 struct FlightGuard {
-    store: Arc<dyn Store>,
+    store: Arc<dyn CacheStore>,
     tenant: TenantId,
     key: RequestKey,
     token: u64,

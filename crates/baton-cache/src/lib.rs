@@ -18,7 +18,7 @@
 //! duplicate-work report.
 //!
 //! ```no_run
-//! # async fn demo(store: std::sync::Arc<dyn baton_store::Store>) -> Result<(), baton_cache::CallError> {
+//! # async fn demo(store: std::sync::Arc<dyn baton_store::CacheStore>) -> Result<(), baton_cache::CallError> {
 //! use baton_cache::{Answer, Cache, CallPolicy, CallRequest};
 //! let cache = Cache::new(store, baton_core::TenantId::default_tenant());
 //! let body = serde_json::json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});

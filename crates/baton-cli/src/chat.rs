@@ -536,7 +536,10 @@ impl Session<'_> {
                         kind: None,
                         limit: 20,
                     };
-                    store.search(tenant, &self.run, &query).await
+                    store
+                        .search(tenant, &self.run, &query)
+                        .await
+                        .map(|found| found.entries)
                 } else {
                     let (from, to) = match what.split_once("..") {
                         Some((a, b)) => {

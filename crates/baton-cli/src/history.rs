@@ -262,32 +262,22 @@ fn parse_recall_range(what: &str) -> anyhow::Result<(Seq, Option<Seq>)> {
 }
 
 /// One entry in full, for people: a header line, then every block whole.
-/// What `recall --grep` says when nothing matched: whether the words' prefix form would have
-/// (a pattern without a trailing `*` matches whole words only), and how to ask for it.
-async fn no_match(
-    env: &Env,
+/// What `recall --grep` says when nothing matched: when the words' prefix form would have
+/// matched (the store says so, as `Found::prefix_form`), that form and how to ask for it.
+fn no_match(
     run: &baton_core::RunId,
-    query: SearchQuery,
+    pattern: &str,
+    prefix_form: Option<&str>,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let pattern = query.pattern.trim().to_owned();
-    if !query.is_prefix() {
-        let prefix = SearchQuery {
-            pattern: format!("{pattern}*"),
-            ..query
-        };
-        let hits = env.store.search(&env.tenant, run, &prefix).await?;
-        if !hits.is_empty() {
-            let n = hits.len();
-            let more = if n == prefix.limit { "+" } else { "" };
-            writeln!(
-                out,
-                "no whole-word match for {pattern:?} in run {run}; {n}{more} message(s) have words starting with its last word: try --grep '{pattern}*'"
-            )?;
-            return Ok(());
-        }
+    let pattern = pattern.trim();
+    match prefix_form {
+        Some(form) => writeln!(
+            out,
+            "no whole-word match for {pattern:?} in run {run}; words starting with it match: try --grep '{form}'"
+        )?,
+        None => writeln!(out, "no message of run {run} matches {pattern:?}")?,
     }
-    writeln!(out, "no message of run {run} matches {pattern:?}")?;
     Ok(())
 }
 
@@ -412,9 +402,10 @@ pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow:
                 kind,
                 limit: args.limit,
             };
-            let entries = env.store.search(&env.tenant, &run, &query).await?;
+            let found = env.store.search(&env.tenant, &run, &query).await?;
+            let entries = found.entries;
             if entries.is_empty() && !env.json {
-                return no_match(env, &run, query, out).await;
+                return no_match(&run, pattern, found.prefix_form.as_deref(), out);
             }
             if !args.full && !env.json {
                 for entry in &entries {

@@ -9,11 +9,11 @@
 //! | section (claim kind) | what it holds |
 //! |---|---|
 //! | current task (`goal`) | the plan's item in progress, else the newest instruction |
-//! | `instruction` | every message the user typed ([`input`]), verbatim, newest first; a slash command as typed; one over 1,000 characters keeps its first 600 and names its seq |
+//! | `instruction` | every message the user typed (`input`), verbatim, newest first; a slash command as typed; one over 1,000 characters keeps its first 600 and names its seq |
 //! | `constraint` | the user's sentences with an imperative marker, verbatim (shown only when no instruction shown already holds them) |
 //! | `task` | the latest plan the agent wrote with its own todo tool (`TodoWrite`, Codex `update_plan`), item by item with its status |
 //! | `problem` | a failed tool result (error flag or non-zero exit; not exploration that found nothing), named by its check and the line that says why; resolved by a later success of the same check (the same command, or the same tool on the same file), or by a successful write of a file the failure named followed by a successful command |
-//! | `file` | files by role from tool inputs: created, modified, deleted (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`, `apply_patch`, `str_replace_editor`, shell redirects and `rm`/`mv`/`cp`/`touch`/`sed -i` where certain) apart from read; one canonical path per file ([`paths`]), citing the seq that last touched it |
+//! | `file` | files by role from tool inputs: created, modified, deleted (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`, `apply_patch`, `str_replace_editor`, shell redirects and `rm`/`mv`/`cp`/`touch`/`sed -i` where certain) apart from read; one canonical path per file (`paths`), citing the seq that last touched it |
 //! | `command` | every shell command run, whole (multi-line ones too), newest first |
 //! | `verified` | only what a tool result shows: a check command whose output says it passed |
 //! | `reported` | what the agent says it found or did, with no such result (never promoted) |

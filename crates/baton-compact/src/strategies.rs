@@ -3,7 +3,7 @@
 //! A new strategy is one new file (its settings type, with `Default`, serde and a
 //! [`Configured`] impl naming it) plus one line in [`REGISTRY`]. Configuration, the CLI's
 //! `--strategy` and the API read the registry; a test holds the CLI's help, the API's enum and
-//! the README's table against it.
+//! the command-line reference's table (`docs/cli.md`) against it.
 
 mod budget;
 mod clear_tool_results;
@@ -32,7 +32,7 @@ use crate::config::Error;
 pub trait Configured: Strategy + Default + Serialize + DeserializeOwned + 'static {
     /// The name configuration, the CLI and the API use.
     const NAME: &'static str;
-    /// What it does, in one line (the CLI's help and the README's table say the same).
+    /// What it does, in one line (the CLI's help and the command-line reference's table (`docs/cli.md`) say the same).
     const ABOUT: &'static str;
 
     /// Checks the settings' ranges; the message names the field.

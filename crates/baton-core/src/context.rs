@@ -4,7 +4,7 @@
 //! covers + every message after the coverage, in order.` Messages that arrived while a summary
 //! was being written have seqs above its coverage, so they are always in the tail: nothing is
 //! lost to a slow summarizer. A message the user pinned is never compacted away: when a summary
-//! covers it, the preamble carries it whole. When the run says so ([`Cleared`](crate::Cleared),
+//! covers it, the preamble carries it whole. When the run says so ([`Cleared`],
 //! set by the `clear-tool-results` strategy), large old tool results in the tail are shown as a stub naming
 //! the tool, the seq and how to recall the original; history keeps every original.
 //!

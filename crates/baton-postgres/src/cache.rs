@@ -1,37 +1,26 @@
-//! The response cache, in-flight records and the call log on PostgreSQL (schema version 6).
+//! The response cache's entries, flights and call log (schema version 6) and API keys
+//! (version 8) as PostgreSQL statements, one each, in autocommit; and the listener that wakes
+//! flight waiters.
 //!
-//! Every operation but `log_calls` is one statement in autocommit, so it is atomic on its own:
-//! a hit is one `UPDATE … RETURNING` (it counts the hit and reads the entry), a put one
-//! `INSERT … ON CONFLICT DO UPDATE`.
-//!
-//! A claim needs no transaction and no lock of its own: it first inserts the flight with
-//! `ON CONFLICT DO NOTHING`, which the primary key lets exactly one of any number of concurrent
-//! claimers win (the others wait on the winner's index entry, then insert nothing). A claimer
-//! that found a flight tries to take it over with an `UPDATE … WHERE lease_expires_at <= now`:
-//! under READ COMMITTED a second taker blocks on the first one's row lock and then re-checks its
-//! `WHERE` against the row the first one wrote, whose lease is live again, so exactly one taker
-//! gets the next token. A claimer that neither inserted nor took over reads the holder; if the
-//! flight was released in between, it claims again.
-//!
-//! Times are taken in Rust (`Timestamp::now()`), as on SQLite, so both backends measure leases
-//! and TTLs by the clocks of the processes that use them.
+//! A claim needs no transaction of its own: the flight's insert with `ON CONFLICT DO NOTHING`
+//! lets exactly one of concurrent claimers win (the others wait on the winner's index entry,
+//! then insert nothing); a takeover's `UPDATE … WHERE lease_expires_at <= now` makes a second
+//! taker block on the first one's row lock and re-check its `WHERE` against the lease the first
+//! one wrote.
 //!
 //! Waiters are woken by `LISTEN/NOTIFY` rather than polling alone. A release that ended the
 //! flight and every put notify the schema's channel ([`flight_channel`]) with
 //! `TENANT/KEY_HEX`, in the same statement as the write, so PostgreSQL delivers it when that
 //! write commits and never for a write that did not happen. Each store (and its clones) has one
-//! [`FlightListener`]: a connection outside the pool, opened on the first `wait_flight` with the
-//! pool's config, that `LISTEN`s the channel and forwards payloads to a broadcast channel that
-//! `wait_flight` subscribes to, returning at its key's payload or at `at_most`. A notification
-//! is only ever a hint: waiters look at the cache and claim again after each wait, whether or
-//! not they were woken, so correctness never depends on one. When the listener cannot connect
-//! or its connection dies, waiting falls back to sleeping `at_most` (the poll), and a later
-//! wait starts a new listener (at most one start a second).
-//!
-//! Wakeups can be lost, harmlessly: `baton-cache`'s loop is wait → read the cache → claim, and
-//! a waiter subscribes only when its wait begins, so a notification sent between its read and
-//! its next wait (or before a new listener's `LISTEN` took effect) is missed, and that waiter
-//! sleeps one full `at_most`: one backoff interval, at most 200 ms there.
+//! [`FlightListener`]: a connection outside the pool, opened on the first wait with the pool's
+//! config, that `LISTEN`s the channel and forwards payloads to a broadcast channel each wait
+//! subscribes to, returning at its key's payload or at `at_most`. A notification is only ever a
+//! hint: waiters look at the cache and claim again after each wait, whether or not they were
+//! woken, so correctness never depends on one. When the listener cannot connect or its
+//! connection dies, waiting falls back to sleeping `at_most` (the poll), and a later wait starts
+//! a new listener (at most one start a second). Wakeups can be lost, harmlessly: a notification
+//! sent between a waiter's read and its next wait is missed, and that waiter sleeps one full
+//! `at_most` (one backoff interval, at most 200 ms in `baton-cache`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -39,434 +28,292 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
-use baton_store::cache::{body_digest, check_body, later, ttl_millis};
-use baton_store::codec::{to_i64, to_u64};
-use baton_store::{
-    CacheEntry, CacheStore, CallOutcome, CallRecord, Error, Flight, Lookup, NewCacheEntry,
-};
-use deadpool_postgres::GenericClient;
+use baton_store::backend::{CacheRows, KeyRows, Row, int};
+use baton_store::keys::{ApiKey, KeyHash, NewApiKey, Revoke};
+use baton_store::{CacheEntry, CallRecord, Error};
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls, Row};
+use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::{PgStore, connection_broken, pg};
-
-/// How many times a claim goes round when the flight it found keeps vanishing before it can
-/// read it (released between the claim's statements each time). Only a pathological release
-/// loop on the same key could exhaust it.
-const CLAIM_ATTEMPTS: usize = 64;
+use crate::PgTx;
 
 #[async_trait]
-impl CacheStore for PgStore {
-    async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error> {
-        with_client!(self, |client| {
-            let now = Timestamp::now();
-            let stmt = client
-                .prepare_cached(
-                    "UPDATE cache_entries SET hits = hits + 1
-                     WHERE tenant_id = $1 AND key = $2 AND expires_at > $3
-                     RETURNING operation, body, body_sha256, created_at, expires_at, hits",
-                )
-                .await
-                .map_err(pg)?;
-            let Some(row) = client
-                .query_opt(&stmt, &[&tenant.as_str(), &&key.0[..], &now.0])
-                .await
-                .map_err(pg)?
-            else {
-                return Ok(Lookup::Miss);
-            };
-            let body: Vec<u8> = row.get(1);
-            let digest: Vec<u8> = row.get(2);
-            let created_at: i64 = row.get(3);
-            if let Err(detail) = check_body(key, &body, &digest) {
-                // Only the entry that was read: a fresh result stored since stays.
-                let stmt = client
-                    .prepare_cached(
-                        "DELETE FROM cache_entries
-                         WHERE tenant_id = $1 AND key = $2 AND body_sha256 = $3
-                           AND created_at = $4",
-                    )
-                    .await
-                    .map_err(pg)?;
-                client
-                    .execute(
-                        &stmt,
-                        &[&tenant.as_str(), &&key.0[..], &digest, &created_at],
-                    )
-                    .await
-                    .map_err(pg)?;
-                tracing::warn!(tenant = tenant.as_str(), %detail, "removed a corrupt cache entry");
-                return Ok(Lookup::Corrupt { detail });
-            }
-            Ok(Lookup::Hit(CacheEntry {
-                key: *key,
-                operation: row.get(0),
-                body,
-                created_at: Timestamp(created_at),
-                expires_at: Timestamp(row.get(4)),
-                hits: to_u64(row.get(5), "a cache entry's hit count")?,
-            }))
-        })
+impl CacheRows for PgTx {
+    async fn cache_hit(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        now: Timestamp,
+    ) -> Result<Option<(CacheEntry, Vec<u8>)>, Error> {
+        self.one(
+            "UPDATE cache_entries SET hits = hits + 1
+             WHERE tenant_id = $1 AND key = $2 AND expires_at > $3
+             RETURNING operation, body, body_sha256, created_at, expires_at, hits",
+            &[&tenant.as_str(), &&key.0[..], &now.0],
+            |r| r.cache_entry(*key),
+        )
+        .await
     }
 
-    async fn cache_put(&self, tenant: &TenantId, entry: &NewCacheEntry<'_>) -> Result<(), Error> {
-        let ttl = ttl_millis(entry.ttl, "a cache TTL")?;
-        let digest = body_digest(entry.body);
-        with_client!(self, |client| {
-            let now = Timestamp::now();
-            let stmt = client
-                .prepare_cached(
-                    "WITH put AS (
-                         INSERT INTO cache_entries
-                             (tenant_id, key, operation, body, body_sha256, created_at,
-                              expires_at, hits)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
-                         ON CONFLICT (tenant_id, key) DO UPDATE SET
-                             operation = excluded.operation, body = excluded.body,
-                             body_sha256 = excluded.body_sha256, created_at = excluded.created_at,
-                             expires_at = excluded.expires_at, hits = 0
-                         RETURNING 1)
-                     SELECT pg_notify($8, $9) FROM put",
-                )
-                .await
-                .map_err(pg)?;
-            client
-                .query(
-                    &stmt,
-                    &[
-                        &tenant.as_str(),
-                        &&entry.key.0[..],
-                        &entry.operation,
-                        &entry.body,
-                        &&digest[..],
-                        &now.0,
-                        &later(now, ttl).0,
-                        &self.flights.channel,
-                        &flight_payload(tenant, &entry.key),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            Ok(())
-        })
+    async fn cache_drop(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        digest: &[u8],
+        created_at: Timestamp,
+    ) -> Result<(), Error> {
+        let sql = "DELETE FROM cache_entries
+                   WHERE tenant_id = $1 AND key = $2 AND body_sha256 = $3 AND created_at = $4";
+        let params = [
+            &tenant.as_str() as _,
+            &&key.0[..] as _,
+            &digest as _,
+            &created_at.0 as _,
+        ];
+        self.exec(sql, &params).await.map(drop)
     }
 
-    async fn cache_prune(&self, tenant: &TenantId) -> Result<u64, Error> {
-        with_client!(self, |client| {
-            let stmt = client
-                .prepare_cached(
-                    "DELETE FROM cache_entries WHERE tenant_id = $1 AND expires_at <= $2",
-                )
-                .await
-                .map_err(pg)?;
-            client
-                .execute(&stmt, &[&tenant.as_str(), &Timestamp::now().0])
-                .await
-                .map_err(pg)
-        })
+    async fn cache_put(
+        &mut self,
+        tenant: &TenantId,
+        entry: &CacheEntry,
+        digest: &[u8],
+    ) -> Result<(), Error> {
+        let sql = "WITH put AS (
+                INSERT INTO cache_entries
+                    (tenant_id, key, operation, body, body_sha256, created_at, expires_at, hits)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
+                ON CONFLICT (tenant_id, key) DO UPDATE SET
+                    operation = excluded.operation, body = excluded.body,
+                    body_sha256 = excluded.body_sha256, created_at = excluded.created_at,
+                    expires_at = excluded.expires_at, hits = 0
+                RETURNING 1)
+            SELECT pg_notify($8, $9) FROM put";
+        let (payload, channel) = (flight_payload(tenant, &entry.key), self.channel.clone());
+        let params = [
+            &tenant.as_str() as _,
+            &&entry.key.0[..] as _,
+            &entry.operation as _,
+            &entry.body as _,
+            &digest as _,
+            &entry.created_at.0 as _,
+            &entry.expires_at.0 as _,
+            &channel.as_ref() as _,
+            &payload as _,
+        ];
+        self.all(sql, &params, |_| Ok(())).await.map(drop)
     }
 
-    async fn claim_flight(
-        &self,
+    async fn cache_prune(&mut self, tenant: &TenantId, now: Timestamp) -> Result<u64, Error> {
+        let sql = "DELETE FROM cache_entries WHERE tenant_id = $1 AND expires_at <= $2";
+        self.exec(sql, &[&tenant.as_str(), &now.0]).await
+    }
+
+    async fn insert_flight(
+        &mut self,
         tenant: &TenantId,
         key: &RequestKey,
         owner: &str,
-        lease: Duration,
-    ) -> Result<Flight, Error> {
-        let lease = ttl_millis(lease, "a flight's lease")?;
-        with_client!(self, |client| {
-            let insert = client
-                .prepare_cached(
-                    "INSERT INTO flights (tenant_id, key, owner, token, lease_expires_at, started_at)
-                     VALUES ($1, $2, $3, 1, $4, $5)
-                     ON CONFLICT (tenant_id, key) DO NOTHING
-                     RETURNING token",
-                )
-                .await
-                .map_err(pg)?;
-            let take_over = client
-                .prepare_cached(
-                    "UPDATE flights SET owner = $3, token = token + 1, lease_expires_at = $4,
-                            started_at = $5
-                     WHERE tenant_id = $1 AND key = $2 AND lease_expires_at <= $5
-                     RETURNING token,
-                         (SELECT g.lease_expires_at FROM flights g
-                          WHERE g.tenant_id = $1 AND g.key = $2) <> 0",
-                )
-                .await
-                .map_err(pg)?;
-            let holder = client
-                .prepare_cached(
-                    "SELECT owner, lease_expires_at FROM flights WHERE tenant_id = $1 AND key = $2",
-                )
-                .await
-                .map_err(pg)?;
-            for _ in 0..CLAIM_ATTEMPTS {
-                let now = Timestamp::now();
-                let expires = later(now, lease).0;
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-                    [&tenant.as_str(), &&key.0[..], &owner, &expires, &now.0];
-                if let Some(row) = client.query_opt(&insert, &params).await.map_err(pg)? {
-                    return Ok(Flight::Leader {
-                        token: to_u64(row.get(0), "a flight's token")?,
-                        took_over: false,
-                    });
-                }
-                if let Some(row) = client.query_opt(&take_over, &params).await.map_err(pg)? {
-                    // The subquery reads the row as the statement found it: a lease of 0 is a
-                    // released flight, not an expired one.
-                    return Ok(Flight::Leader {
-                        token: to_u64(row.get(0), "a flight's token")?,
-                        took_over: row.get::<_, Option<bool>>(1).unwrap_or(true),
-                    });
-                }
-                if let Some(row) = client
-                    .query_opt(&holder, &[&tenant.as_str(), &&key.0[..]])
-                    .await
-                    .map_err(pg)?
-                {
-                    return Ok(Flight::Held {
-                        owner: row.get(0),
-                        lease_expires_at: Timestamp(row.get(1)),
-                    });
-                }
-                // Released between the statements: claim again.
-            }
-            Err(Error::Unavailable {
-                what: format!(
-                    "the flight of cache key {key}: it was released {CLAIM_ATTEMPTS} times while being claimed"
-                ),
-            })
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<u64>, Error> {
+        let sql = "INSERT INTO flights (tenant_id, key, owner, token, lease_expires_at, started_at)
+                   VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING
+                   RETURNING token";
+        let params = [
+            &tenant.as_str() as _,
+            &&key.0[..] as _,
+            &owner as _,
+            &until.0 as _,
+            &now.0 as _,
+        ];
+        self.one(sql, &params, |r| r.count(0, "a flight's token"))
+            .await
+    }
+
+    async fn take_over_flight(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<(u64, bool)>, Error> {
+        // The subquery reads the row as the statement found it: a lease of 0 is a released
+        // flight, not an expired one.
+        let sql = "UPDATE flights SET owner = $3, token = token + 1, lease_expires_at = $4,
+                       started_at = $5
+                   WHERE tenant_id = $1 AND key = $2 AND lease_expires_at <= $5
+                   RETURNING token, COALESCE((SELECT g.lease_expires_at FROM flights g
+                        WHERE g.tenant_id = $1 AND g.key = $2) <> 0, TRUE)";
+        let params = [
+            &tenant.as_str() as _,
+            &&key.0[..] as _,
+            &owner as _,
+            &until.0 as _,
+            &now.0 as _,
+        ];
+        self.one(sql, &params, |r| {
+            Ok((r.count(0, "a flight's token")?, r.flag(1)?))
         })
+        .await
+    }
+
+    async fn flight(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+    ) -> Result<Option<(String, Timestamp)>, Error> {
+        let sql = "SELECT owner, lease_expires_at FROM flights WHERE tenant_id = $1 AND key = $2";
+        self.one(sql, &[&tenant.as_str(), &&key.0[..]], |r| {
+            Ok((r.text_at(0)?, r.time(1)?))
+        })
+        .await
     }
 
     async fn renew_flight(
-        &self,
+        &mut self,
         tenant: &TenantId,
         key: &RequestKey,
         token: u64,
-        lease: Duration,
+        until: Timestamp,
     ) -> Result<bool, Error> {
-        let lease = ttl_millis(lease, "a flight's lease")?;
-        let token = to_i64(token)?;
-        with_client!(self, |client| {
-            let stmt = client
-                .prepare_cached(
-                    "UPDATE flights SET lease_expires_at = $4
-                     WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0",
-                )
-                .await
-                .map_err(pg)?;
-            let changed = client
-                .execute(
-                    &stmt,
-                    &[
-                        &tenant.as_str(),
-                        &&key.0[..],
-                        &token,
-                        &later(Timestamp::now(), lease).0,
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            Ok(changed == 1)
-        })
+        let sql = "UPDATE flights SET lease_expires_at = $4
+                   WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0";
+        let params = [
+            &tenant.as_str() as _,
+            &&key.0[..] as _,
+            &int(token)? as _,
+            &until.0 as _,
+        ];
+        Ok(self.exec(sql, &params).await? == 1)
     }
 
     async fn release_flight(
-        &self,
+        &mut self,
         tenant: &TenantId,
         key: &RequestKey,
         token: u64,
     ) -> Result<bool, Error> {
-        let token = to_i64(token)?;
-        with_client!(self, |client| {
-            let stmt = client
-                .prepare_cached(
-                    "WITH released AS (
-                         UPDATE flights SET lease_expires_at = 0
-                         WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0
-                         RETURNING 1)
-                     SELECT pg_notify($4, $5) FROM released",
-                )
-                .await
-                .map_err(pg)?;
-            let released = client
-                .query(
-                    &stmt,
-                    &[
-                        &tenant.as_str(),
-                        &&key.0[..],
-                        &token,
-                        &self.flights.channel,
-                        &flight_payload(tenant, key),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            Ok(released.len() == 1)
-        })
+        let sql = "WITH released AS (
+                UPDATE flights SET lease_expires_at = 0
+                WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0
+                RETURNING 1)
+            SELECT pg_notify($4, $5) FROM released";
+        let (payload, channel) = (flight_payload(tenant, key), self.channel.clone());
+        let params = [
+            &tenant.as_str() as _,
+            &&key.0[..] as _,
+            &int(token)? as _,
+            &channel.as_ref() as _,
+            &payload as _,
+        ];
+        Ok(self.all(sql, &params, |_| Ok(())).await?.len() == 1)
     }
 
-    async fn wait_flight(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
-        let Some(mut payloads) = self.flights.subscribe() else {
-            tokio::time::sleep(at_most).await;
-            return;
+    async fn insert_calls(
+        &mut self,
+        tenant: &TenantId,
+        records: &[CallRecord],
+    ) -> Result<(), Error> {
+        let column = |f: fn(&CallRecord) -> u64| -> Result<Vec<i64>, Error> {
+            records.iter().map(|r| int(f(r))).collect()
         };
-        let expected = flight_payload(tenant, key);
-        let woken = async {
-            loop {
-                match payloads.recv().await {
-                    Ok(payload) if *payload == *expected => return,
-                    Ok(_) => {}
-                    // Ours may have been among those dropped: look again now.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
-                    // The listener died: the wait is the poll.
-                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(at_most, woken).await;
-    }
-
-    async fn log_calls(&self, tenant: &TenantId, records: &[CallRecord]) -> Result<(), Error> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let columns = CallColumns::of(records)?;
-        with_client!(self, |client| {
-            // One statement, so one transaction; `ORDER BY n` hands out ids in the batch's order.
-            let stmt = client
-                .prepare_cached(
-                    "INSERT INTO calls (tenant_id, at, operation, request_hash, model,
-                         input_tokens, output_tokens, cost_usd, outcome, latency_ms, overlapped)
-                     SELECT $1, at, operation, request_hash, model, input_tokens, output_tokens,
-                            cost_usd, outcome, latency_ms, overlapped
-                     FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::text[], $6::bigint[],
-                                 $7::bigint[], $8::float8[], $9::text[], $10::bigint[],
-                                 $11::boolean[])
-                          WITH ORDINALITY AS r(at, operation, request_hash, model, input_tokens,
-                                               output_tokens, cost_usd, outcome, latency_ms,
-                                               overlapped, n)
-                     ORDER BY n",
-                )
-                .await
-                .map_err(pg)?;
-            let c = &columns;
-            client
-                .execute(
-                    &stmt,
-                    &[
-                        &tenant.as_str(),
-                        &c.at,
-                        &c.operation,
-                        &c.request_hash,
-                        &c.model,
-                        &c.input_tokens,
-                        &c.output_tokens,
-                        &c.cost_usd,
-                        &c.outcome,
-                        &c.latency_ms,
-                        &c.overlapped,
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            Ok(())
-        })
+        let (input, output, latency): (Vec<i64>, Vec<i64>, Vec<i64>) = (
+            column(|r| r.input_tokens)?,
+            column(|r| r.output_tokens)?,
+            column(|r| r.latency_ms)?,
+        );
+        let at: Vec<i64> = records.iter().map(|r| r.at.0).collect();
+        let operation: Vec<&str> = records.iter().map(|r| r.operation.as_str()).collect();
+        let hash: Vec<&[u8]> = records.iter().map(|r| &r.request_hash.0[..]).collect();
+        let model: Vec<&str> = records.iter().map(|r| r.model.as_str()).collect();
+        let cost: Vec<Option<f64>> = records.iter().map(|r| r.cost_usd).collect();
+        let outcome: Vec<&str> = records.iter().map(|r| r.outcome.as_str()).collect();
+        let overlapped: Vec<bool> = records.iter().map(|r| r.overlapped).collect();
+        // One statement, so one transaction; `ORDER BY n` hands out ids in the batch's order.
+        self.exec(
+            "INSERT INTO calls (tenant_id, at, operation, request_hash, model, input_tokens,
+                 output_tokens, cost_usd, outcome, latency_ms, overlapped)
+             SELECT $1, at, operation, request_hash, model, input_tokens, output_tokens,
+                    cost_usd, outcome, latency_ms, overlapped
+             FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::text[], $6::bigint[],
+                         $7::bigint[], $8::float8[], $9::text[], $10::bigint[], $11::bool[])
+                  WITH ORDINALITY AS x(at, operation, request_hash, model, input_tokens,
+                      output_tokens, cost_usd, outcome, latency_ms, overlapped, n)
+             ORDER BY n",
+            &[
+                &tenant.as_str(),
+                &at,
+                &operation,
+                &hash,
+                &model,
+                &input,
+                &output,
+                &cost,
+                &outcome,
+                &latency,
+                &overlapped,
+            ],
+        )
+        .await
+        .map(drop)
     }
 
     async fn calls(
-        &self,
+        &mut self,
         tenant: &TenantId,
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<CallRecord>, Error> {
-        with_client!(self, |client| {
-            let stmt = client
-                .prepare_cached(
-                    "SELECT at, operation, request_hash, model, input_tokens, output_tokens,
-                            cost_usd, outcome, latency_ms, overlapped
-                     FROM calls WHERE tenant_id = $1 AND at >= $2 AND at < $3
-                     ORDER BY at, id",
-                )
-                .await
-                .map_err(pg)?;
-            client
-                .query(&stmt, &[&tenant.as_str(), &since.0, &until.0])
-                .await
-                .map_err(pg)?
-                .iter()
-                .map(call_from_row)
-                .collect()
-        })
+        self.all(
+            "SELECT at, operation, request_hash, model, input_tokens, output_tokens, cost_usd,
+                    outcome, latency_ms, overlapped
+             FROM calls WHERE tenant_id = $1 AND at >= $2 AND at < $3 ORDER BY at, id",
+            &[&tenant.as_str(), &since.0, &until.0],
+            |r| r.call(),
+        )
+        .await
     }
 }
 
-/// A batch of call records as one array per column, for `unnest`.
-struct CallColumns<'a> {
-    at: Vec<i64>,
-    operation: Vec<&'a str>,
-    request_hash: Vec<&'a [u8]>,
-    model: Vec<&'a str>,
-    input_tokens: Vec<i64>,
-    output_tokens: Vec<i64>,
-    cost_usd: Vec<Option<f64>>,
-    outcome: Vec<&'static str>,
-    latency_ms: Vec<i64>,
-    overlapped: Vec<bool>,
-}
+const KEY: &str = "SELECT id, tenant_id, label, created_at, revoked_at FROM api_keys";
 
-impl<'a> CallColumns<'a> {
-    fn of(records: &'a [CallRecord]) -> Result<Self, Error> {
-        let n = records.len();
-        let mut c = CallColumns {
-            at: Vec::with_capacity(n),
-            operation: Vec::with_capacity(n),
-            request_hash: Vec::with_capacity(n),
-            model: Vec::with_capacity(n),
-            input_tokens: Vec::with_capacity(n),
-            output_tokens: Vec::with_capacity(n),
-            cost_usd: Vec::with_capacity(n),
-            outcome: Vec::with_capacity(n),
-            latency_ms: Vec::with_capacity(n),
-            overlapped: Vec::with_capacity(n),
+#[async_trait]
+impl KeyRows for PgTx {
+    async fn insert_key(&mut self, new: &NewApiKey<'_>) -> Result<bool, Error> {
+        let sql = "INSERT INTO api_keys (hash, id, tenant_id, label, created_at)
+                   VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
+        let params = [
+            &&new.hash.0[..] as _,
+            &new.id as _,
+            &new.tenant.as_str() as _,
+            &new.label as _,
+            &new.now.0 as _,
+        ];
+        Ok(self.exec(sql, &params).await? == 1)
+    }
+
+    async fn key(&mut self, hash: &KeyHash) -> Result<Option<ApiKey>, Error> {
+        let sql = format!("{KEY} WHERE hash = $1 AND revoked_at IS NULL");
+        self.one(&sql, &[&&hash.0[..]], |r| r.api_key()).await
+    }
+
+    async fn keys(&mut self, tenant: Option<&TenantId>) -> Result<Vec<ApiKey>, Error> {
+        let sql =
+            format!("{KEY} WHERE $1::text IS NULL OR tenant_id = $1::text ORDER BY created_at, id");
+        let tenant = tenant.map(TenantId::as_str);
+        self.all(&sql, &[&tenant], |r| r.api_key()).await
+    }
+
+    async fn revoke_keys(&mut self, which: Revoke<'_>, now: Timestamp) -> Result<u64, Error> {
+        let (id, tenant) = match which {
+            Revoke::Id(id) => (Some(id), None),
+            Revoke::Tenant(t) => (None, Some(t.as_str())),
         };
-        for r in records {
-            c.at.push(r.at.0);
-            c.operation.push(&r.operation);
-            c.request_hash.push(&r.request_hash.0[..]);
-            c.model.push(&r.model);
-            c.input_tokens.push(to_i64(r.input_tokens)?);
-            c.output_tokens.push(to_i64(r.output_tokens)?);
-            c.cost_usd.push(r.cost_usd);
-            c.outcome.push(r.outcome.as_str());
-            c.latency_ms.push(to_i64(r.latency_ms)?);
-            c.overlapped.push(r.overlapped);
-        }
-        Ok(c)
+        let sql = "UPDATE api_keys SET revoked_at = $3
+                   WHERE revoked_at IS NULL AND (id = $1::text OR tenant_id = $2::text)";
+        self.exec(sql, &[&id, &tenant, &now.0]).await
     }
-}
-
-fn call_from_row(r: &Row) -> Result<CallRecord, Error> {
-    let hash: Vec<u8> = r.get(2);
-    let outcome: String = r.get(7);
-    Ok(CallRecord {
-        at: Timestamp(r.get(0)),
-        operation: r.get(1),
-        request_hash: RequestKey(hash.try_into().map_err(|_| Error::Corrupt {
-            what: "a call's request hash is not 32 bytes".into(),
-        })?),
-        model: r.get(3),
-        input_tokens: to_u64(r.get(4), "a call's input tokens")?,
-        output_tokens: to_u64(r.get(5), "a call's output tokens")?,
-        cost_usd: r.get(6),
-        outcome: CallOutcome::parse(&outcome).ok_or_else(|| Error::Corrupt {
-            what: format!("a call's outcome \"{outcome}\" is not one baton writes"),
-        })?,
-        latency_ms: to_u64(r.get(8), "a call's latency")?,
-        overlapped: r.get(9),
-    })
 }
 
 /// How many payloads the listener buffers for a waiter that has not read them yet; a waiter that
@@ -508,7 +355,7 @@ fn flight_payload(tenant: &TenantId, key: &RequestKey) -> String {
 /// it ended. Dropping it (with the last clone of its store) closes the connection.
 pub(crate) struct FlightListener {
     config: tokio_postgres::Config,
-    channel: String,
+    pub(crate) channel: Arc<str>,
     shown_url: String,
     state: Mutex<ListenerState>,
 }
@@ -526,7 +373,7 @@ impl FlightListener {
     pub(crate) fn new(config: tokio_postgres::Config, schema: &str, shown_url: &str) -> Self {
         FlightListener {
             config,
-            channel: flight_channel(schema),
+            channel: flight_channel(schema).into(),
             shown_url: shown_url.to_owned(),
             state: Mutex::new(ListenerState::default()),
         }
@@ -550,13 +397,38 @@ impl FlightListener {
         let (payloads, receiver) = broadcast::channel(LISTENER_BUFFER);
         let task = tokio::spawn(listen(
             self.config.clone(),
-            self.channel.clone(),
+            self.channel.to_string(),
             self.shown_url.clone(),
             payloads.clone(),
         ));
         state.live = Some((payloads, task));
         state.started = Some(Instant::now());
         Some(receiver)
+    }
+}
+
+impl FlightListener {
+    /// Waits until the flight of `key` may have ended (its payload arrives) or `at_most` has
+    /// passed.
+    pub(crate) async fn wait(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
+        let Some(mut payloads) = self.subscribe() else {
+            tokio::time::sleep(at_most).await;
+            return;
+        };
+        let expected = flight_payload(tenant, key);
+        let woken = async {
+            loop {
+                match payloads.recv().await {
+                    Ok(payload) if *payload == *expected => return,
+                    Ok(_) => {}
+                    // Ours may have been among those dropped: look again now.
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    // The listener died: the wait is the poll.
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(at_most, woken).await;
     }
 }
 

@@ -29,6 +29,14 @@
 //! The executor policy comes from the run's constraints in the store, never from the model or
 //! from summary prose: on a read-only run, tools with side effects are refused with an error
 //! the model sees, however many compactions happened since the constraint was set.
+//!
+//! # Design
+//!
+//! Every event of a session is its own store write, in order: the user's message, the model's reply (with its tool calls), the intent to run a side-effecting tool (`tool_runs`, schema v5), and each tool's result, as its own message, as soon as that tool finishes (the Anthropic wire merges consecutive result messages into one user message; OpenAI's has one `tool` message per result anyway; protocol units span all the results of one reply).
+//! So the store is the session's only state: `baton chat --run ID` in a new process assembles the same context, and the calls of a reply that have no result yet are finished by `Agent::resume` (read-only tools are run again; a side-effecting one that was started is answered "interrupted", one that was not is run).
+//! A killed process loses what was in flight only: a model reply not yet stored is asked for again, and a side effect cut off mid-run is answered "interrupted" (it may or may not have taken effect), never run twice.
+//! When the user speaks or sets a constraint while calls are unanswered (Ctrl-C during a tool, a turn stopped at the step limit), `Agent::settle` answers them first, in the same way except that an unstarted side effect is answered "cancelled by the user" without running; `baton chat --run ID --read-only` settles the calls, then sets the constraint, then resumes the turn under it.
+//! Constraints are data (`run_constraints`, schema v5, written in the same transaction as their pinned message), so enforcement cannot be summarized away and survives restarts; the model sees the text, the executor reads the flag.
 
 use std::path::PathBuf;
 

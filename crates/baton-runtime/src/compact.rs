@@ -1,6 +1,15 @@
 //! One compaction of one run, carried out against a store: the store as the executor's
 //! [`Target`], and the executor itself (`baton_compact::Executor`, wrapped in `Logged` when the
 //! settings name a log), so the runtime and replay run the same code.
+//!
+//! # Design
+//!
+//! A compaction is planned on metadata only (`context_meta`: the tail's seqs, stored token counts and tool-call ids), so planning costs O(tail) whatever the history's length, and reads message bodies only for the part a summary replaces.
+//! The working state is not a separate record: it is the claims of the active summary version, typed (`baton_core::ClaimKind`) and each citing a seq.
+//! So it is versioned, diffable and rolled back with the summary (`summary diff`, `summary activate`), validated by the same install, and recall expands any claim to its original.
+//! Guards run twice: before the work (the trigger: threshold, loop guard, cost) and after the summary is written (it must be smaller than what it replaces, and the context must shrink by the minimum), so a compaction that would not pay, or would loop, writes nothing.
+//! The loop guard reads the context's size right after the last compaction from that version's `meta` (`tokens_after`), so it holds across processes and restarts; a context over its strategy's limit passes it.
+//! Replay is offline: it carries plans out in memory with the same strategies, summarizer and checks the runtime uses (install validation included), so its figures are what the runtime would do.
 
 use async_trait::async_trait;
 use baton_compact::executor::{Applied, Execute, RunState, Settings, Target, Version};

@@ -626,6 +626,7 @@ impl Tool for Recall {
                     .search(ctx.tenant, ctx.run, &query)
                     .await
                     .map_err(|e| format!("recall: {e}"))?
+                    .entries
             }
             (_, Some(seq), _) => read(ctx, Seq(seq), Some(Seq(seq))).await?,
             (_, None, Some(from)) => read(ctx, Seq(from), to.map(Seq)).await?,

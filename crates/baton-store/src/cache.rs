@@ -1,8 +1,8 @@
 //! What the response cache, in-flight deduplication and the call log keep in the store.
 //!
 //! Roles:
-//! - [`CacheStore`]: the operations, implemented by every backend and checked by
-//!   [`conformance`](crate::conformance) like the rest of [`Store`](crate::Store).
+//! - [`CacheStore`]: the operations, written once over every backend's rows and checked by
+//!   the conformance suite like the rest of [`Store`](crate::Store).
 //! - Cache entries ([`NewCacheEntry`], [`CacheEntry`], [`Lookup`]): a successful, complete
 //!   result under its [`RequestKey`], per tenant, until it expires. The body is kept with its
 //!   SHA-256, and a body that no longer matches it is [`Lookup::Corrupt`]: reported, removed,
@@ -16,6 +16,14 @@
 //! The key is never a permission: every operation takes the caller's tenant and reaches only
 //! that tenant's rows, whatever key it names; authorization proper is the caller's policy hook
 //! (`baton-cache`), run before any of these is called.
+//!
+//! # Design
+//!
+//! `cache_entries`, `flights` and `calls` (schema v6) are keyed by tenant first; no read or write crosses tenants whatever key it names.
+//! A hit is one `UPDATE … RETURNING` that counts it; a body failing its SHA-256 is deleted in the same call and reported.
+//! A released flight keeps its row (lease 0), so a key's tokens never repeat and a holder that lost its lease can never renew or release a later holder's flight.
+//! `claim_flight` is the one check-then-act: on SQLite a `BEGIN IMMEDIATE` transaction (SQLite's write lock orders claimers in every process); on PostgreSQL `INSERT … ON CONFLICT DO NOTHING`, then a conditional `UPDATE … WHERE lease_expires_at <= now` for a takeover (the row lock makes a second taker re-check the renewed lease), so exactly one claimer leads and exactly one takes an expired lease over, with a higher token; renew and release act only for the current token.
+//! Waiters wait with `wait_flight` between looks at the cache (5 ms doubling to 200 ms). On PostgreSQL a release and a put `pg_notify` the schema's channel (`baton_flights_SCHEMA`, hashed when too long) in the same statement as the write, so the notification is delivered when it commits, and one `LISTEN` connection per store, outside the pool, opened on the first wait, wakes that key's waiters at once; without it (cannot connect, connection lost: reopened on a later wait) a wait sleeps its interval. SQLite polls with the same backoff. A notification is only a hint: a lost one (sent between a waiter's read and its next wait) costs one backoff interval, never correctness.
 
 use std::time::Duration;
 
@@ -24,7 +32,9 @@ use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::backend::{Backend, CacheRows};
+use crate::history::job;
+use crate::{Error, check_text};
 
 /// A result to keep.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,7 +241,7 @@ pub trait CacheStore: Send + Sync {
 }
 
 /// A TTL as whole milliseconds: at least 1, or [`Error::InvalidCache`].
-pub fn ttl_millis(ttl: Duration, what: &str) -> Result<i64, Error> {
+fn ttl_millis(ttl: Duration, what: &str) -> Result<i64, Error> {
     let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     if millis == 0 {
         return Err(Error::InvalidCache {
@@ -242,7 +252,7 @@ pub fn ttl_millis(ttl: Duration, what: &str) -> Result<i64, Error> {
 }
 
 /// `now + millis`, saturating.
-pub fn later(now: Timestamp, millis: i64) -> Timestamp {
+fn later(now: Timestamp, millis: i64) -> Timestamp {
     Timestamp(now.0.saturating_add(millis))
 }
 
@@ -253,7 +263,7 @@ pub fn body_digest(body: &[u8]) -> [u8; 32] {
 }
 
 /// Checks a stored body against its digest: `Err` names the mismatch.
-pub fn check_body(key: &RequestKey, body: &[u8], digest: &[u8]) -> Result<(), String> {
+fn check_body(key: &RequestKey, body: &[u8], digest: &[u8]) -> Result<(), String> {
     if body_digest(body).as_slice() == digest {
         Ok(())
     } else {
@@ -261,5 +271,163 @@ pub fn check_body(key: &RequestKey, body: &[u8], digest: &[u8]) -> Result<(), St
             "cache entry {key}: its body ({} bytes) does not match its SHA-256",
             body.len()
         ))
+    }
+}
+
+/// How many times a claim goes round when the flight it found keeps vanishing before it can
+/// read it (released between the claim's statements each time). Only a pathological release
+/// loop on the same key could exhaust it.
+const CLAIM_ATTEMPTS: usize = 64;
+
+/// Every call is one write job (a hit counts itself). A claim inserts the flight unless the key
+/// has one, which the primary key lets exactly one of concurrent claimers win; a claimer that
+/// found one takes it over if its lease ended, with a conditional update that a second taker,
+/// waiting on the first one's row, re-checks against the lease the first one wrote; anyone else
+/// reads the holder. Times are taken here (`Timestamp::now()`), so leases and TTLs are measured
+/// by the clocks of the processes that use them.
+#[async_trait]
+impl<B: Backend> CacheStore for B {
+    async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error> {
+        let (tenant, key) = (tenant.clone(), *key);
+        self.write(job!(|tx| {
+            let Some((entry, digest)) = tx.cache_hit(&tenant, &key, Timestamp::now()).await? else {
+                return Ok(Lookup::Miss);
+            };
+            if let Err(detail) = check_body(&key, &entry.body, &digest) {
+                // Only the entry just read: a fresh one stored meanwhile stays.
+                tx.cache_drop(&tenant, &key, &digest, entry.created_at)
+                    .await?;
+                tracing::warn!(tenant = tenant.as_str(), %detail, "removed a corrupt cache entry");
+                return Ok(Lookup::Corrupt { detail });
+            }
+            Ok(Lookup::Hit(entry))
+        }))
+        .await
+    }
+
+    async fn cache_put(&self, tenant: &TenantId, entry: &NewCacheEntry<'_>) -> Result<(), Error> {
+        let ttl = ttl_millis(entry.ttl, "a cache TTL")?;
+        check_text("cache operation", Some(entry.operation))?;
+        let digest = body_digest(entry.body);
+        let now = Timestamp::now();
+        let entry = CacheEntry {
+            key: entry.key,
+            operation: entry.operation.to_owned(),
+            body: entry.body.to_vec(),
+            created_at: now,
+            expires_at: later(now, ttl),
+            hits: 0,
+        };
+        let tenant = tenant.clone();
+        self.write(job!(|tx| { tx.cache_put(&tenant, &entry, &digest).await }))
+            .await
+    }
+
+    async fn cache_prune(&self, tenant: &TenantId) -> Result<u64, Error> {
+        let tenant = tenant.clone();
+        self.write(job!(|tx| {
+            tx.cache_prune(&tenant, Timestamp::now()).await
+        }))
+        .await
+    }
+
+    async fn claim_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Flight, Error> {
+        let lease = ttl_millis(lease, "a flight's lease")?;
+        check_text("flight owner", Some(owner))?;
+        let (tenant, key, owner) = (tenant.clone(), *key, owner.to_owned());
+        self.write(job!(|tx| {
+            for _ in 0..CLAIM_ATTEMPTS {
+                let now = Timestamp::now();
+                let until = later(now, lease);
+                if let Some(token) = tx.insert_flight(&tenant, &key, &owner, until, now).await? {
+                    return Ok(Flight::Leader {
+                        token,
+                        took_over: false,
+                    });
+                }
+                if let Some((token, expired)) =
+                    tx.take_over_flight(&tenant, &key, &owner, until, now).await?
+                {
+                    return Ok(Flight::Leader {
+                        token,
+                        took_over: expired,
+                    });
+                }
+                if let Some((owner, lease_expires_at)) = tx.flight(&tenant, &key).await? {
+                    return Ok(Flight::Held {
+                        owner,
+                        lease_expires_at,
+                    });
+                }
+                // Released between the statements: claim again.
+            }
+            Err(Error::Unavailable {
+                what: format!(
+                    "the flight of cache key {key}: it was released {CLAIM_ATTEMPTS} times while being claimed"
+                ),
+            })
+        }))
+        .await
+    }
+
+    async fn renew_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        token: u64,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        let lease = ttl_millis(lease, "a flight's lease")?;
+        let (tenant, key) = (tenant.clone(), *key);
+        self.write(job!(|tx| {
+            let until = later(Timestamp::now(), lease);
+            tx.renew_flight(&tenant, &key, token, until).await
+        }))
+        .await
+    }
+
+    async fn release_flight(
+        &self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        token: u64,
+    ) -> Result<bool, Error> {
+        let (tenant, key) = (tenant.clone(), *key);
+        self.write(job!(|tx| { tx.release_flight(&tenant, &key, token).await }))
+            .await
+    }
+
+    async fn wait_flight(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
+        Backend::wait_flight(self, tenant, key, at_most).await;
+    }
+
+    async fn log_calls(&self, tenant: &TenantId, records: &[CallRecord]) -> Result<(), Error> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        for r in records {
+            check_text("call operation", Some(&r.operation))?;
+            check_text("call model", Some(&r.model))?;
+        }
+        let (tenant, records) = (tenant.clone(), records.to_vec());
+        self.write(job!(|tx| { tx.insert_calls(&tenant, &records).await }))
+            .await
+    }
+
+    async fn calls(
+        &self,
+        tenant: &TenantId,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<CallRecord>, Error> {
+        let tenant = tenant.clone();
+        self.read_one(job!(|tx| { tx.calls(&tenant, since, until).await }))
+            .await
     }
 }

@@ -29,12 +29,16 @@ mod compaction;
 mod import;
 mod keys;
 mod ledger;
+mod ledger_model;
+mod text;
 pub use agent::*;
 pub use cache::*;
 pub use compaction::*;
 pub use import::*;
 pub use keys::*;
 pub use ledger::*;
+pub use ledger_model::*;
+pub use text::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
 #[async_trait]
@@ -55,7 +59,6 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make_harness;
             runs_lifecycle,
             run_ids_are_unique_per_tenant,
-            a_nul_in_goal_or_rules_is_refused_alike,
             tenants_are_isolated,
             append_assigns_gap_free_seqs_that_survive_reopen,
             append_to_a_cancelled_run_is_refused,
@@ -77,6 +80,7 @@ macro_rules! conformance_tests {
             search_recalls_messages_a_summary_covers,
             search_finds_phrases_deep_in_long_messages,
             invalid_search_queries_are_errors,
+            prefix_search_matches_word_beginnings_and_is_suggested,
             search_on_a_long_run_returns_in_order,
             search_finds_messages_appended_after_a_search,
             concurrent_first_searches_index_each_message_once,
@@ -107,10 +111,11 @@ macro_rules! conformance_tests {
             begin_creates_once_then_answers_from_the_record,
             an_expired_lease_is_taken_over_and_the_late_worker_fenced_out,
             failures_are_retried_only_when_retryable,
-            a_nul_in_an_error_is_refused_alike,
             concurrent_begins_and_takeovers_have_one_winner,
             expired_records_are_pruned_never_reused,
             a_repeated_publish_by_the_publishing_fence_changes_nothing,
+            the_ledger_keeps_its_invariants_over_random_interleavings,
+            text_with_a_nul_is_refused_alike_everywhere,
             api_keys_authenticate_their_tenant_until_revoked
         );
     };
@@ -229,52 +234,6 @@ pub async fn runs_lifecycle(h: &dyn Harness) {
     );
     let err = store.run(&t, &run_id("nope")).await.unwrap_err();
     assert!(matches!(err, Error::RunNotFound { .. }), "{err}");
-}
-
-/// Issue 20 item 3: PostgreSQL cannot keep a NUL character in text and SQLite can, so both
-/// refuse one in a run's goal or rules as invalid input, naming the field, and create nothing;
-/// in a message it is stored (messages are JSON) and read back whole.
-pub async fn a_nul_in_goal_or_rules_is_refused_alike(h: &dyn Harness) {
-    let store = h.open().await;
-    let t = TenantId::default_tenant();
-    for (field, new) in [
-        (
-            "goal",
-            NewRun {
-                id: Some(run_id("nul-goal")),
-                goal: Some("find\0the bug".into()),
-                rules: None,
-            },
-        ),
-        (
-            "rules",
-            NewRun {
-                id: Some(run_id("nul-rules")),
-                goal: Some("fine".into()),
-                rules: Some("\0".into()),
-            },
-        ),
-    ] {
-        let err = store.create_run(&t, &new).await.unwrap_err();
-        assert!(matches!(err, Error::InvalidRun { .. }), "{field}: {err}");
-        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
-        assert!(err.to_string().contains(field), "{err}");
-        assert!(err.to_string().contains("NUL"), "{err}");
-        let missing = store.run(&t, new.id.as_ref().unwrap()).await.unwrap_err();
-        assert!(matches!(missing, Error::RunNotFound { .. }), "{missing}");
-    }
-    let run = new_run(&*store, &t, "nul-message").await;
-    let text = "a\0b";
-    store
-        .append(
-            &t,
-            &run,
-            &[NewEntry::estimated(Message::text(Role::User, text))],
-        )
-        .await
-        .unwrap();
-    let got = store.read_range(&t, &run, Seq(1), None).await.unwrap();
-    assert_eq!(got[0].message, Message::text(Role::User, text));
 }
 
 pub async fn run_ids_are_unique_per_tenant(h: &dyn Harness) {
@@ -1103,7 +1062,8 @@ fn query(pattern: &str, kind: Option<SearchKind>, limit: usize) -> SearchQuery {
     }
 }
 
-async fn found(
+/// The seqs a search finds (at most 1,000).
+pub async fn found(
     store: &dyn Store,
     t: &TenantId,
     run: &RunId,
@@ -1114,6 +1074,7 @@ async fn found(
         .search(t, run, &query(pattern, kind, 1000))
         .await
         .unwrap()
+        .entries
         .into_iter()
         .map(|e| e.seq.0)
         .collect()
@@ -1208,7 +1169,8 @@ pub async fn search_finds_phrases_in_text_tool_use_and_tool_result(h: &dyn Harne
     let hits = store
         .search(&t, &run, &query("timeout is set", None, 10))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     let stored = store
         .read_range(&t, &run, Seq(4), Some(Seq(4)))
         .await
@@ -1272,15 +1234,8 @@ pub async fn search_matches_whole_words_in_order_ignoring_case(h: &dyn Harness) 
     assert_eq!(
         f("main.*").await,
         [1, 2, 3],
-        "not a regex: the word main, as a prefix"
+        "not a regex: just the word main"
     );
-    // Issue 20 item 16: a trailing `*` makes the last word a prefix, alike on every backend.
-    assert_eq!(f("mai*").await, [1, 2, 3]);
-    assert_eq!(f("main str*").await, [1, 2], "a phrase ending in a prefix");
-    assert_eq!(f("caf*").await, [1, 2], "folded like a whole word");
-    assert_eq!(f("Brûl *").await, [1]);
-    assert!(f("stree* main").await.is_empty(), "only the last word");
-    assert!(f("mainstreet*").await.is_empty());
 }
 
 pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
@@ -1300,7 +1255,8 @@ pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
     let limited = store
         .search(&t, &run, &query("needle", None, 5))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(
         limited.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
         [1, 2, 3, 4, 5]
@@ -1308,7 +1264,8 @@ pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
     let one = store
         .search(&t, &run, &query("needle", Some(SearchKind::ToolResult), 1))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(one.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [2]);
     // A message matching in several kinds comes back once.
     store
@@ -1433,7 +1390,8 @@ pub async fn search_recalls_messages_a_summary_covers(h: &dyn Harness) {
             &query("from_secs", Some(SearchKind::ToolResult), 10),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].seq, Seq(3));
     assert_eq!(
@@ -1537,7 +1495,8 @@ pub async fn invalid_search_queries_are_errors(h: &dyn Harness) {
         let hits = store
             .search(&t, &run, &query(pattern, None, 10))
             .await
-            .unwrap();
+            .unwrap()
+            .entries;
         let want: &[u64] = if pattern.contains('x') || pattern.contains("NEAR") {
             &[]
         } else {
@@ -1549,6 +1508,57 @@ pub async fn invalid_search_queries_are_errors(h: &dyn Harness) {
             "{pattern:?}"
         );
     }
+}
+
+/// Issue 20, item 16: `word*` matches the words a word begins, in any place of a phrase and on
+/// both backends alike; when nothing matches whole words but the prefix form would, the search
+/// says so.
+pub async fn prefix_search_matches_word_beginnings_and_is_suggested(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let run = searchable_run(&*store, &t, "prefix").await;
+    assert_eq!(found(&*store, &t, &run, "resolv*", None).await, [2, 3, 4]);
+    assert_eq!(found(&*store, &t, &run, "CONN*", None).await, [1, 2, 3]);
+    assert_eq!(found(&*store, &t, &run, "conn* time*", None).await, [2, 3]);
+    assert_eq!(found(&*store, &t, &run, "src/net/res*", None).await, [2, 3]);
+    assert_eq!(found(&*store, &t, &run, "res* wait*", None).await, [4]);
+    let kind = Some(SearchKind::ToolResult);
+    assert_eq!(found(&*store, &t, &run, "res*", kind).await, [3]);
+    assert!(
+        found(&*store, &t, &run, "resolverz*", None)
+            .await
+            .is_empty()
+    );
+
+    let search = |pattern: &str| {
+        let query = query(pattern, None, 10);
+        let (store, t, run) = (store.clone(), t.clone(), run.clone());
+        async move { store.search(&t, &run, &query).await }
+    };
+    // No whole word `tim` or `db tim`; their prefix forms find something.
+    let none = search("tim").await.unwrap();
+    assert!(none.entries.is_empty());
+    assert_eq!(none.prefix_form.as_deref(), Some("tim*"));
+    let two = search("DB tim").await.unwrap();
+    assert!(two.entries.is_empty());
+    assert_eq!(two.prefix_form.as_deref(), Some("db* tim*"));
+    // A whole-word match, a prefix already asked for, or nothing either way: no suggestion.
+    let whole = search("timeout").await.unwrap();
+    assert_eq!(whole.entries.len(), 3);
+    assert_eq!(whole.prefix_form, None);
+    assert_eq!(search("zzz").await.unwrap().prefix_form, None);
+    assert_eq!(search("xq*").await.unwrap().prefix_form, None);
+    // The suggestion respects the kind asked for.
+    let text_only = store
+        .search(&t, &run, &query("connec", Some(SearchKind::ToolResult), 10))
+        .await
+        .unwrap();
+    assert_eq!(text_only.prefix_form.as_deref(), Some("connec*"));
+    let nowhere = store
+        .search(&t, &run, &query("wait", Some(SearchKind::ToolResult), 10))
+        .await
+        .unwrap();
+    assert_eq!(nowhere.prefix_form, None);
 }
 
 pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
@@ -1574,7 +1584,8 @@ pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
     let hits = store
         .search(&t, &run, &query("cache was stale", None, 5000))
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(hits.iter().map(|e| e.seq.0).collect::<Vec<_>>(), expected);
     assert!(
         hits.iter()
@@ -1587,7 +1598,8 @@ pub async fn search_on_a_long_run_returns_in_order(h: &dyn Harness) {
             &query("cache was stale", Some(SearchKind::Text), 3),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .entries;
     assert_eq!(
         first.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
         [7, 14, 21]
@@ -1671,11 +1683,13 @@ async fn search_concurrently(h: &dyn Harness, t: &TenantId, run: &RunId, at: u64
             let needle = store
                 .search(&t, &run, &query(&format!("needle {at}"), None, 10))
                 .await
-                .unwrap();
+                .unwrap()
+                .entries;
             let hay = store
                 .search(&t, &run, &query("hay bale", None, 10_000))
                 .await
-                .unwrap();
+                .unwrap()
+                .entries;
             (needle, hay)
         }));
     }

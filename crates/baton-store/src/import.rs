@@ -13,13 +13,28 @@
 //! store can tell in one comparison whether the source still starts with what it imported, and
 //! appends only the messages after that prefix.
 //!
-//! Everything a backend decides is in [`decide`], written once, so both backends answer alike.
+//! One file's transcripts are stored in one write job: a file that fails stores nothing. The job
+//! first locks every source key the file names (its transcripts' and their parents'), sorted,
+//! where the backend's write transaction is not exclusive anyway (PostgreSQL: advisory locks),
+//! so importers of one source take turns and the later ones find the first one's run, and a
+//! subagent and its parent imported at once are still linked. Extending a run then locks the
+//! run, like every write that changes one, and `decide` compares what is read under both.
+//!
+//! # Design
+//!
+//! `Store::import` takes one file's transcripts and stores them in one transaction: a file that fails stores nothing, and the CLI goes on with the next file.
+//! A tenant has at most one run per source key (`UNIQUE (tenant_id, source_key)` on `run_origins`), so the same session imported twice is found, not duplicated; a session that grew since is reported, and `--reimport` appends only what is new, after checking the stored digest against the new transcript's digest at the same length.
+//! On SQLite the file's `BEGIN IMMEDIATE` transaction serializes importers; on PostgreSQL an import first takes transaction-scoped advisory locks on every source key (and parent key) the file names, sorted, so concurrent importers of one source take turns and the later ones find the run, and a subagent and its parent imported at once still get linked.
+//! Secrets are redacted before anything is stored (`baton_import::redact`), and the count is kept with the run's origin.
+//! The compactions a source agent performed are events in `source_compactions`, placed after a seq; they are neither messages nor baton summaries.
 
 use baton_core::units::{Problem, ProtocolEvents, ProtocolMap};
-use baton_core::{Message, Run, RunId, Seq, Timestamp};
+use baton_core::{Message, Run, RunId, RunStatus, Seq, TenantId, Timestamp};
 use sha2::{Digest as _, Sha256};
 
-use crate::NewEntry;
+use crate::backend::{Backend, ImportRows, NewOrigin, Prepared, RunRows};
+use crate::history::{job, load, lock};
+use crate::{Error, NewEntry, check_text, generate_run_id};
 
 /// Where a transcript came from, as the importer read it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -348,22 +363,22 @@ impl RunCounts {
     }
 }
 
-/// What a backend found for an import's source key, read inside the import transaction.
+/// What is stored of an import's source, read inside the import transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// Source messages the run holds.
-    pub source_messages: u64,
+    pub(crate) source_messages: u64,
     /// Their digest.
-    pub digest: Digest,
+    pub(crate) digest: Digest,
     /// The run's last seq.
-    pub last_seq: Seq,
+    pub(crate) last_seq: Seq,
     /// Compaction events stored for the run.
-    pub compactions: u64,
+    pub(crate) compactions: u64,
 }
 
-/// What a backend does with a transcript whose source key it already holds.
+/// What an import does with a transcript whose source key the tenant holds already.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Nothing is new.
     UpToDate,
     /// The source grew by `new` messages, and the import did not ask to append them.
@@ -383,7 +398,7 @@ pub enum Decision {
 /// Refines a [`ImportRejection::Diverged`] once the backend has read the last message the run
 /// holds from the source: when the source still matches up to that message, only the message
 /// changed (it was still being written), and the rejection says so.
-pub fn refine_divergence(
+pub(crate) fn refine_divergence(
     rejection: ImportRejection,
     import: &NewImport,
     stored: Stored,
@@ -415,8 +430,8 @@ pub fn refine_divergence(
 }
 
 /// Decides what to do with `import` (transcript `index` of its file) when its source key names
-/// a run already: the rules both backends follow.
-pub fn decide(
+/// a run already.
+pub(crate) fn decide(
     import: &NewImport,
     index: usize,
     run: &RunId,
@@ -460,6 +475,182 @@ pub fn decide(
     Ok(Decision::Append {
         from: usize::try_from(stored.source_messages).unwrap_or(usize::MAX),
         compactions_from,
+    })
+}
+
+/// Stores one file's transcripts in one write job (see the module docs).
+pub(crate) async fn store<B: Backend>(
+    backend: &B,
+    tenant: &TenantId,
+    imports: Vec<NewImport>,
+    reimport: Reimport,
+) -> Result<Vec<Imported>, Error> {
+    let mut file = Vec::with_capacity(imports.len());
+    for import in imports {
+        let o = &import.origin;
+        for (field, text) in [
+            ("source key", Some(&o.source_key)),
+            ("path", Some(&o.path)),
+            ("format", Some(&o.format)),
+            ("source session id", o.source_session_id.as_ref()),
+            ("parent key", o.parent_key.as_ref()),
+            ("first_at", o.first_at.as_ref()),
+            ("last_at", o.last_at.as_ref()),
+        ]
+        .into_iter()
+        .chain(o.models.iter().map(|m| ("model", Some(m))))
+        .chain(import.compactions.iter().flat_map(|c| {
+            [
+                ("compaction summary", c.summary.as_ref()),
+                ("compaction time", c.at.as_ref()),
+            ]
+        })) {
+            check_text(field, text.map(String::as_str))?;
+        }
+        let prepared = Prepared::all(import.entries())?;
+        file.push((import, prepared));
+    }
+    let tenant = tenant.clone();
+    backend
+        .write(job!(|tx| {
+            let mut keys: Vec<&str> = file
+                .iter()
+                .flat_map(|(i, _)| {
+                    std::iter::once(&i.origin.source_key).chain(i.origin.parent_key.as_ref())
+                })
+                .map(String::as_str)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            tx.lock_sources(&tenant, &keys).await?;
+            let now = Timestamp::now();
+            let mut outcomes = Vec::with_capacity(file.len());
+            for (index, (import, prepared)) in file.iter().enumerate() {
+                let outcome = match tx.source(&tenant, &import.origin.source_key).await? {
+                    None => create(tx, &tenant, import, prepared, now).await?,
+                    Some((_, run)) => {
+                        extend(tx, &tenant, (index, import, prepared), &run, reimport, now).await?
+                    }
+                };
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
+        }))
+        .await
+}
+
+/// An origin's model names as stored: a JSON list.
+fn models(origin: &Origin) -> Result<String, Error> {
+    serde_json::to_string(&origin.models).map_err(|e| Error::Corrupt {
+        what: format!("model names do not serialize: {e}"),
+    })
+}
+
+/// A new run holding the whole transcript.
+async fn create(
+    tx: &mut (impl RunRows + ImportRows),
+    tenant: &TenantId,
+    import: &NewImport,
+    prepared: &[Prepared],
+    now: Timestamp,
+) -> Result<Imported, Error> {
+    let id = match &import.id {
+        Some(id) => id.clone(),
+        None => generate_run_id()?,
+    };
+    let Some(pk) = tx.insert_run(tenant, &id, None, None, now).await? else {
+        return Err(Error::RunExists { run: id });
+    };
+    tx.insert_entries(pk, Seq::ZERO, prepared, now).await?;
+    tx.insert_compactions(pk, &import.compactions, 0).await?;
+    let parent = match &import.origin.parent_key {
+        Some(key) => tx.source(tenant, key).await?.map(|(pk, _)| pk),
+        None => None,
+    };
+    let models = models(&import.origin)?;
+    let origin = NewOrigin {
+        origin: &import.origin,
+        parent,
+        models: &models,
+        messages: import.entries().len() as u64,
+        digest: import.digest(),
+        now,
+    };
+    tx.insert_origin(pk, tenant, &origin).await?;
+    Ok(Imported::Created(load(tx, tenant, &id).await?.1))
+}
+
+/// A transcript whose source the tenant holds as `run` already: up to date, grown, or extended.
+async fn extend(
+    tx: &mut (impl RunRows + ImportRows),
+    tenant: &TenantId,
+    (index, import, prepared): (usize, &NewImport, &[Prepared]),
+    run: &RunId,
+    reimport: Reimport,
+    now: Timestamp,
+) -> Result<Imported, Error> {
+    // The run's lock first, then what `decide` compares.
+    let row = lock(tx, tenant, run).await?;
+    let (source_messages, digest, compactions) = tx.stored_source(row.pk).await?;
+    let stored = Stored {
+        source_messages,
+        digest,
+        last_seq: row.last_seq,
+        compactions,
+    };
+    let decision = match decide(import, index, run, stored, reimport) {
+        Ok(decision) => decision,
+        Err(why) => {
+            // Was only the last imported message still being written?
+            let n = Seq(stored.source_messages);
+            let last = tx.entries(row.pk, n, Some(n), Some(1)).await?;
+            return Err(match last.first() {
+                Some(entry) => refine_divergence(why, import, stored, &entry.message),
+                None => why,
+            }
+            .into());
+        }
+    };
+    let (from, compactions_from) = match decision {
+        Decision::UpToDate => return Ok(Imported::UpToDate(load(tx, tenant, run).await?.1)),
+        Decision::Grown { new } => {
+            let run = load(tx, tenant, run).await?.1;
+            return Ok(Imported::Grown { run, new });
+        }
+        Decision::Append {
+            from,
+            compactions_from,
+        } => (from, compactions_from),
+    };
+    if row.status != RunStatus::Active {
+        return Err(Error::RunNotActive {
+            run: run.clone(),
+            status: row.status,
+        });
+    }
+    let appended = prepared.get(from..).unwrap_or_default();
+    tx.insert_entries(row.pk, row.last_seq, appended, now)
+        .await?;
+    tx.insert_compactions(row.pk, &import.compactions, compactions_from)
+        .await?;
+    let models = models(&import.origin)?;
+    let origin = NewOrigin {
+        origin: &import.origin,
+        parent: None,
+        models: &models,
+        messages: import.entries().len() as u64,
+        digest: import.digest(),
+        now,
+    };
+    tx.update_origin(row.pk, &origin).await?;
+    Ok(Imported::Extended {
+        run: load(tx, tenant, run).await?.1,
+        from: if appended.is_empty() {
+            row.last_seq
+        } else {
+            row.last_seq.next()
+        },
+        appended: appended.len() as u64,
     })
 }
 

@@ -14,7 +14,9 @@ use baton_core::{TenantId, Timestamp};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::Error;
+use crate::backend::{Backend, KeyRows};
+use crate::history::job;
+use crate::{Error, check_text};
 
 /// The SHA-256 of a whole key, which is all the store keeps of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,6 +82,68 @@ pub trait KeyStore: Send + Sync {
 
     /// Revokes the named live keys at `now`; returns how many it revoked (0 when none was live).
     async fn revoke_api_keys(&self, which: Revoke<'_>, now: Timestamp) -> Result<u64, Error>;
+}
+
+/// Every call is one statement: a key's id (and hash) is unique, so an insert that finds it
+/// taken is refused.
+#[async_trait]
+impl<B: Backend> KeyStore for B {
+    async fn create_api_key(&self, new: &NewApiKey<'_>) -> Result<ApiKey, Error> {
+        check_text("api key id", Some(new.id))?;
+        check_text("api key label", new.label)?;
+        let key = ApiKey {
+            id: new.id.to_owned(),
+            tenant: new.tenant.clone(),
+            label: new.label.map(str::to_owned),
+            created_at: new.now,
+            revoked_at: None,
+        };
+        let (row, hash) = (key.clone(), new.hash);
+        self.write(job!(|tx| {
+            let new = NewApiKey {
+                id: &row.id,
+                hash,
+                tenant: &row.tenant,
+                label: row.label.as_deref(),
+                now: row.created_at,
+            };
+            if tx.insert_key(&new).await? {
+                Ok(())
+            } else {
+                Err(Error::InvalidKey {
+                    detail: format!("a key with id {} already exists", row.id),
+                })
+            }
+        }))
+        .await?;
+        Ok(key)
+    }
+
+    async fn authenticate(&self, hash: &KeyHash) -> Result<Option<ApiKey>, Error> {
+        let hash = *hash;
+        self.read_one(job!(|tx| { tx.key(&hash).await })).await
+    }
+
+    async fn api_keys(&self, tenant: Option<&TenantId>) -> Result<Vec<ApiKey>, Error> {
+        let tenant = tenant.cloned();
+        self.read_one(job!(|tx| { tx.keys(tenant.as_ref()).await }))
+            .await
+    }
+
+    async fn revoke_api_keys(&self, which: Revoke<'_>, now: Timestamp) -> Result<u64, Error> {
+        let which = match which {
+            Revoke::Id(id) => Ok(id.to_owned()),
+            Revoke::Tenant(t) => Err(t.clone()),
+        };
+        self.write(job!(|tx| {
+            let which = match &which {
+                Ok(id) => Revoke::Id(id),
+                Err(tenant) => Revoke::Tenant(tenant),
+            };
+            tx.revoke_keys(which, now).await
+        }))
+        .await
+    }
 }
 
 /// A new key: the text to hand out once, its public id and its hash.

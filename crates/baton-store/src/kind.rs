@@ -21,10 +21,7 @@
 //!   upgraded.
 //! - [`Error::InvalidId`] is [`ErrorKind::Internal`]: a caller's ids are checked before they
 //!   reach the store (as `baton_core::Error`, which is invalid input), so an id the store read
-//!   or built that is not an id is a corrupt store (it was exit 4 and 400). One exception: a
-//!   number past the databases' signed 64-bit range (`baton_core::Error::OutOfRange`, from
-//!   `codec::to_i64`) can only have come from a caller, so it is [`ErrorKind::Invalid`], code
-//!   `out_of_range` (issue 20 item 4).
+//!   or built that is not an id is a corrupt store (it was exit 4 and 400).
 
 use crate::{Error, Rejection};
 
@@ -80,7 +77,6 @@ impl Error {
     /// wildcard, so a new variant must choose).
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidId(baton_core::Error::OutOfRange { .. }) => ErrorKind::Invalid,
             Error::UnknownTenant { .. }
             | Error::RunNotFound { .. }
             | Error::SummaryNotFound { .. }
@@ -93,8 +89,8 @@ impl Error {
             | Error::InvalidQuery { .. }
             | Error::InvalidCache { .. }
             | Error::InvalidLedger { .. }
-            | Error::InvalidRun { .. }
-            | Error::InvalidKey { .. } => ErrorKind::Invalid,
+            | Error::InvalidKey { .. }
+            | Error::InvalidText { .. } => ErrorKind::Invalid,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::SchemaTooNew { .. }
             | Error::Corrupt { .. }
@@ -121,10 +117,9 @@ impl Error {
             Error::InvalidQuery { .. } => "invalid_query",
             Error::InvalidCache { .. } => "invalid_cache",
             Error::InvalidLedger { .. } => "invalid_ledger",
-            Error::InvalidRun { .. } => "invalid_run",
             Error::InvalidKey { .. } => "invalid_key",
+            Error::InvalidText { .. } => "invalid_text",
             Error::Import(_) => "import_rejected",
-            Error::InvalidId(baton_core::Error::OutOfRange { .. }) => "out_of_range",
             Error::InvalidId(_) => "invalid_id",
             Error::Backend(_) => "backend",
         }

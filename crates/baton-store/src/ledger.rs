@@ -17,6 +17,15 @@
 //!
 //! The ledger never reads the response cache, nor the cache the ledger: processing the same
 //! input again on purpose takes a new idempotency key.
+//!
+//! # Design
+//!
+//! `operations` and `attempts` (schema v7). Every ledger call is one transaction that starts by reading (on PostgreSQL, locking with `FOR UPDATE`) the operation's row, so all check-then-act on one operation is ordered by that row: on SQLite by `BEGIN IMMEDIATE`, on PostgreSQL by the row lock after `INSERT … ON CONFLICT DO NOTHING`; no `SERIALIZABLE` retries.
+//! A fence is issued once per holder (`begin` on a new key gives 1, or one more than the highest fence of the key's pruned operations, which `fence_marks` remembers; each takeover the next), and `heartbeat`/`publish` compare it inside the transaction, so a publish is never made by a worker that lost its lease: its attempt is closed `fenced_out` with what it tried to publish (the attempt that published keeps its record; the same outcome published again by its fence is answered with the record). `ops prune` removes only operations past their retention that no live lease holds, and a heartbeat extends retention to the end of the lease.
+//! Time comes from the caller (`now`): the CLI passes the clock, the tests drive it by hand, so lease expiry is tested without sleeping and the model test (the conformance suite's ledger model, on both backends) explores interleavings of begin, heartbeat, complete, fail and the clock.
+//! The agent's side-effecting tool calls are operations keyed `tool:RUN:TOOL_USE_ID`; their lease is long because nothing takes a tool call over (a running one found on resume is answered "interrupted").
+//! On SQLite both tables are `WITHOUT ROWID`, clustered on their keys, and `begin`/`publish` build the returned record in memory instead of reading it back: an insert is tried before any read in `begin`, and `publish` is a conditional `UPDATE … RETURNING` (`baton-bench`, section 10, measures the pair against a bare insert + update loop).
+//! On PostgreSQL the common paths are one statement each, in autocommit: `begin` on a new key inserts the operation and its first attempt in one `WITH … INSERT` (the attempt's foreign key is checked at the end of the statement), `publish` updates both under the fence in one `WITH … UPDATE`, and `heartbeat` is one conditional `UPDATE`; only the rare paths (a takeover, a fenced-out publish) take a transaction with `FOR UPDATE`. `baton-bench`'s section 11 measures the pair beside `pgbench`'s `simple-update`; and it means a worker paused in the middle of the common path holds no lock. For the rare paths, every baton session sets `idle_in_transaction_session_timeout = 10s` (unless the URL's `options` set it): a paused or stuck process cannot hold an operation's row lock, or a run's, for longer.
 
 use std::time::Duration;
 
@@ -25,7 +34,9 @@ use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::backend::{Backend, Close, LedgerRows, Outcome};
+use crate::history::job;
+use crate::{Error, check_text};
 
 /// Where an operation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -291,10 +302,9 @@ pub fn downstream_key(tenant: &TenantId, key: &str) -> String {
     format!("baton-{hex}")
 }
 
-/// What `begin` does with an existing record, decided once for both backends: the backend
-/// reads the record (locked), asks this, and writes what it says.
+/// What `begin` does with an existing record, read under its lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Answer with the record as it is.
     Answer,
     /// Take the lease over: next fence, new owner; `lease_lost` says whether a running
@@ -306,7 +316,7 @@ pub enum Decision {
 }
 
 /// Decides `begin` on an existing record. A mismatch is checked first by the caller.
-pub fn decide_begin(op: &Operation, now: Timestamp) -> Decision {
+pub(crate) fn decide_begin(op: &Operation, now: Timestamp) -> Decision {
     match op.status {
         OpStatus::Completed => Decision::Answer,
         OpStatus::Running | OpStatus::Pending => {
@@ -325,7 +335,7 @@ pub fn decide_begin(op: &Operation, now: Timestamp) -> Decision {
 }
 
 /// The [`Begin`] an answered record gives.
-pub fn answer(op: Operation, given: &RequestKey) -> Begin {
+pub(crate) fn answer(op: Operation, given: &RequestKey) -> Begin {
     if op.request_hash != *given {
         return Begin::Mismatch {
             operation: op,
@@ -339,14 +349,12 @@ pub fn answer(op: Operation, given: &RequestKey) -> Begin {
     }
 }
 
-/// Checks an idempotency key: 1 to 255 characters, no control characters, not `.` or `..`
-/// (path segments: no HTTP client can name such a key in `/v1/operations/{key}`).
+/// Checks an idempotency key: 1 to 255 characters, no control characters.
 pub fn check_key(key: &str) -> Result<(), Error> {
-    let dots = matches!(key, "." | "..");
-    if key.is_empty() || key.len() > 255 || dots || key.chars().any(char::is_control) {
+    if key.is_empty() || key.len() > 255 || key.chars().any(char::is_control) {
         return Err(Error::InvalidLedger {
             detail: format!(
-                "idempotency key {:?}: expected 1 to 255 characters, none of them control characters, other than '.' and '..'",
+                "idempotency key {:?}: expected 1 to 255 characters, none of them control characters",
                 key.chars().take(64).collect::<String>()
             ),
         });
@@ -354,26 +362,8 @@ pub fn check_key(key: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks a text the ledger keeps as text (a failure's `error`, an attempt's `owner`): no
-/// NUL character ([`crate::nul_at`]).
-pub fn check_text(field: &str, text: &str) -> Result<(), Error> {
-    match crate::nul_at(text) {
-        Some(at) => Err(Error::InvalidLedger {
-            detail: format!(
-                "{field} has a NUL character (U+0000) at character {at}, which the store does not keep; remove it"
-            ),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// A new operation id: a time-ordered UUID (v7).
-pub fn new_operation_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
 /// `now + d`, in milliseconds, saturating; a zero `d` is [`Error::InvalidLedger`] naming `what`.
-pub fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error> {
+fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error> {
     let millis = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     if millis == 0 {
         return Err(Error::InvalidLedger {
@@ -381,6 +371,249 @@ pub fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error
         });
     }
     Ok(Timestamp(now.0.saturating_add(millis)))
+}
+
+/// How many times `begin` goes round when the record it conflicted with is pruned before it
+/// can lock it. Only a pathological begin-and-prune loop on one key could exhaust it.
+const BEGIN_ATTEMPTS: usize = 64;
+
+/// Ends the attempt of a fence that lost its lease, gives the operation to `owner` with the
+/// next fence, and records the new attempt: the record as it becomes.
+async fn take_over(
+    tx: &mut impl LedgerRows,
+    tenant: &TenantId,
+    op: Operation,
+    (owner, lease_until): (&str, Timestamp),
+    lease_lost: bool,
+    now: Timestamp,
+) -> Result<Begin, Error> {
+    if lease_lost {
+        let close = Close {
+            outcome: AttemptOutcome::LeaseLost,
+            paid: false,
+            result: None,
+            error: None,
+        };
+        tx.close_attempt(tenant, &op.key, op.fence, &close, now)
+            .await?;
+    }
+    let operation = Operation {
+        status: OpStatus::Running,
+        fence: op.fence + 1,
+        lease_owner: Some(owner.to_owned()),
+        lease_expires_at: Some(lease_until),
+        error: None,
+        retryable: false,
+        updated_at: now,
+        ..op
+    };
+    tx.take_over(tenant, &operation).await?;
+    Ok(Begin::Acquired {
+        operation,
+        takeover: true,
+    })
+}
+
+/// Every ledger call is one write job. Its check-then-act starts at the operation's row: a new
+/// key is one insert (of the operation and its first attempt) that the primary key lets exactly
+/// one of concurrent `begin`s win; anything else locks the row first (on SQLite the write
+/// transaction is exclusive already), so workers act on one operation one at a time, each
+/// seeing what the one before committed. `heartbeat` and `publish` try their conditional
+/// update first and read the record only when it did not act.
+#[async_trait]
+impl<B: Backend> LedgerStore for B {
+    async fn begin(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+        request_hash: &RequestKey,
+        owner: &str,
+        lease: Duration,
+        retention: Duration,
+        now: Timestamp,
+    ) -> Result<Begin, Error> {
+        check_key(key)?;
+        check_text("lease owner", Some(owner))?;
+        let lease_until = after(now, lease, "a lease")?;
+        let new = Operation {
+            id: uuid::Uuid::now_v7().to_string(),
+            key: key.to_owned(),
+            request_hash: *request_hash,
+            status: OpStatus::Running,
+            fence: 1,
+            lease_owner: Some(owner.to_owned()),
+            lease_expires_at: Some(lease_until),
+            result: None,
+            error: None,
+            retryable: false,
+            created_at: now,
+            updated_at: now,
+            expires_at: after(now, retention, "a retention")?,
+        };
+        let (tenant, owner) = (tenant.clone(), owner.to_owned());
+        self.write(job!(|tx| {
+            for _ in 0..BEGIN_ATTEMPTS {
+                // The common case first: a new key is one insert, no read.
+                if let Some(fence) = tx.insert_operation(&tenant, &new).await? {
+                    let operation = Operation { fence, ..new };
+                    return Ok(Begin::Acquired {
+                        operation,
+                        takeover: false,
+                    });
+                }
+                let Some(op) = tx.lock_operation(&tenant, &new.key).await? else {
+                    continue; // pruned since the insert found it: insert again
+                };
+                if op.request_hash != new.request_hash {
+                    return Ok(answer(op, &new.request_hash));
+                }
+                return match decide_begin(&op, now) {
+                    Decision::Answer => Ok(answer(op, &new.request_hash)),
+                    Decision::TakeOver { lease_lost } => {
+                        let holder = (owner.as_str(), lease_until);
+                        take_over(tx, &tenant, op, holder, lease_lost, now).await
+                    }
+                };
+            }
+            Err(Error::Unavailable {
+                what: format!(
+                    "operation {}: it was pruned {BEGIN_ATTEMPTS} times while being begun",
+                    new.key
+                ),
+            })
+        }))
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+        fence: u64,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<Result<Operation, Fenced>, Error> {
+        let until = after(now, lease, "a lease")?;
+        let (tenant, key) = (tenant.clone(), key.to_owned());
+        self.write(job!(|tx| {
+            if let Some(op) = tx.extend_lease(&tenant, &key, fence, until, now).await? {
+                return Ok(Ok(op));
+            }
+            Ok(Err(match tx.operation(&tenant, &key).await? {
+                None => Fenced::NotFound,
+                Some(operation) => Fenced::Out {
+                    operation,
+                    given: fence,
+                },
+            }))
+        }))
+        .await
+    }
+
+    async fn publish(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+        fence: u64,
+        outcome: Publish<'_>,
+        paid: bool,
+        now: Timestamp,
+    ) -> Result<Result<Operation, Fenced>, Error> {
+        let (result, outcome) = match outcome {
+            Publish::Complete(v) => (
+                Some(v.clone()),
+                Outcome {
+                    status: OpStatus::Completed,
+                    result: Some(v.to_string()),
+                    error: None,
+                    retryable: false,
+                    paid,
+                },
+            ),
+            Publish::Fail { error, retryable } => {
+                check_text("error", Some(error))?;
+                let outcome = Outcome {
+                    status: OpStatus::Failed,
+                    result: None,
+                    error: Some(error.to_owned()),
+                    retryable,
+                    paid,
+                };
+                (None, outcome)
+            }
+        };
+        let (tenant, key) = (tenant.clone(), key.to_owned());
+        self.write(job!(|tx| {
+            // The common case first: the fence holds, and one conditional update publishes.
+            if let Some(op) = tx.publish(&tenant, &key, fence, &outcome, now).await? {
+                return Ok(Ok(op));
+            }
+            let Some(op) = tx.lock_operation(&tenant, &key).await? else {
+                return Ok(Err(Fenced::NotFound));
+            };
+            // The same outcome again from the fence that published it (a retry after a lost
+            // reply): the record as it stands, nothing written.
+            if op.fence == fence
+                && op.status == outcome.status
+                && op.result == result
+                && op.error == outcome.error
+                && op.retryable == outcome.retryable
+            {
+                return Ok(Ok(op));
+            }
+            if op.status == OpStatus::Running && op.fence == fence {
+                // Running with this fence again since the update missed it: publish under the
+                // lock now.
+                if let Some(op) = tx.publish(&tenant, &key, fence, &outcome, now).await? {
+                    return Ok(Ok(op));
+                }
+            }
+            // Kept for audit: what the fenced-out worker tried to publish.
+            let close = Close {
+                outcome: AttemptOutcome::FencedOut,
+                paid,
+                result: outcome.result.as_deref(),
+                error: outcome.error.as_deref(),
+            };
+            tx.close_attempt(&tenant, &key, fence, &close, now).await?;
+            Ok(Err(Fenced::Out {
+                operation: op,
+                given: fence,
+            }))
+        }))
+        .await
+    }
+
+    async fn operation(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(Operation, Vec<Attempt>)>, Error> {
+        let (tenant, key) = (tenant.clone(), key.to_owned());
+        self.read(job!(|tx| {
+            let Some(op) = tx.operation(&tenant, &key).await? else {
+                return Ok(None);
+            };
+            Ok(Some((op, tx.attempts(&tenant, &key).await?)))
+        }))
+        .await
+    }
+
+    async fn operations(
+        &self,
+        tenant: &TenantId,
+        status: Option<OpStatus>,
+    ) -> Result<Vec<Operation>, Error> {
+        let tenant = tenant.clone();
+        self.read_one(job!(|tx| { tx.operations(&tenant, status).await }))
+            .await
+    }
+
+    async fn prune_operations(&self, tenant: &TenantId, now: Timestamp) -> Result<u64, Error> {
+        let tenant = tenant.clone();
+        self.write(job!(|tx| { tx.prune_operations(&tenant, now).await }))
+            .await
+    }
 }
 
 #[cfg(test)]

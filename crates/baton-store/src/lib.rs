@@ -1,25 +1,27 @@
 //! The store: durable history, summary versions installed by compare-and-swap, and the reads
-//! context assembly needs.
+//! context assembly needs; the response cache's and the idempotency ledger's records; API keys.
 //!
-//! [`Store`] is the one seam between baton and its databases. Backends (`baton-sqlite`, and
-//! later `baton-postgres`) implement it with the same semantics and prove it by passing the
-//! [`conformance`] suite. The API is async so a networked backend fits without reshaping it.
+//! [`Store`] is the one seam between baton and its databases, named after domain operations.
+//! Every rule behind it is written once, here, over the row primitives a database provides
+//! ([`backend`]); `baton-sqlite` and `baton-postgres` implement only those, with SQL, and every
+//! [`backend::Backend`] is a `Store`. A backend proves it keeps the contract by passing the
+//! conformance suite (the `conformance` feature, for its tests). The API is async so a
+//! networked backend fits without reshaping it.
 //!
 //! Roles:
-//! - [`Store`]: the trait, named after domain operations (`append`, `read_range`,
-//!   `install_summary`, `context`), never after SQL.
+//! - [`Store`]: runs, history, summaries, context, pins, constraints, search, imports; its
+//!   supertraits are the narrower seams other crates take: [`CacheStore`] (module [`cache`]:
+//!   the response cache's entries, in-flight records and call log, what `baton-cache` takes),
+//!   [`LedgerStore`] (module [`ledger`]: the idempotency ledger's operations, leases, fences and
+//!   attempts) and [`KeyStore`] (module [`keys`]: API keys, kept as hashes, that tell the HTTP
+//!   service a caller's tenant).
 //! - [`Install`] and [`Rejection`]: expected outcomes of an install, returned as values.
 //! - [`Error`]: what went wrong otherwise, naming the offending value.
 //! - [`import`]: imported runs: their origin, found again by source key, and extended by what
 //!   the source gained since, never duplicated.
-//! - [`cache`]: the response cache's entries, in-flight records and the call log
-//!   ([`CacheStore`], which every `Store` also is).
-//! - [`ledger`]: the idempotency ledger's operations, leases, fences and attempts
-//!   ([`LedgerStore`], which every `Store` also is).
-//! - [`keys`]: API keys, kept as hashes, that tell the HTTP service a caller's tenant
-//!   ([`KeyStore`], which every `Store` also is).
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
-//!   becomes words and index rows, and how a query is checked. Backends only store and match.
+//!   becomes words and index rows, and how a query (with `word*` prefixes) is checked.
+//! - [`backend`]: how a database plugs in (for backend crates only).
 //!
 //! Every call is scoped by tenant: a run of tenant A does not exist for tenant B (not found, not
 //! forbidden). History is append-only: there is no method that updates or deletes a history row.
@@ -42,9 +44,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backend;
 pub mod cache;
-pub mod codec;
+#[cfg(feature = "conformance")]
 pub mod conformance;
+mod history;
 pub mod import;
 pub mod keys;
 mod kind;
@@ -68,9 +72,10 @@ pub use kind::ErrorKind;
 pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
-pub use search::{SearchKind, SearchQuery, SearchRow, search_phrase, search_rows, search_texts};
+pub use search::{Found, SearchKind, SearchQuery, SearchRow, search_rows, search_texts};
 
-/// A store of runs, history and summaries. Implementations must pass [`conformance`].
+/// A store of runs, history and summaries. Every [`backend::Backend`] is one; a backend keeps
+/// the contract when it passes the conformance suite.
 ///
 /// Contract, for every backend:
 /// - `append` assigns seqs `last + 1, last + 2, …` in one transaction: all of the batch or none,
@@ -217,13 +222,15 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
 
     /// Recall: the run's original entries (full messages as stored, whether or not a summary
     /// covers them) whose text of `query.kind` (every kind when `None`) contains
-    /// `query.pattern` as a phrase, in seq order, at most `query.limit`.
+    /// `query.pattern` as a phrase, in seq order, at most `query.limit`. When nothing matches
+    /// the pattern's words whole but their prefix form would, [`Found::prefix_form`] says so.
     ///
     /// This is a phrase search on words, not a regex or a substring match: the pattern's words
     /// must appear in the same order, adjacent, as whole words. Matching folds case and
     /// diacritics and treats every non-alphanumeric character as a word separator (so
     /// `main.rs` matches `src/main.rs`, and `mai` does not); there is no stemming (`file` does
-    /// not match `files`) and no stop words. The words are cut by [`search`] in Rust and
+    /// not match `files`) and no stop words. A word followed by `*` is a prefix: `mai*` matches
+    /// `main` (`src/mai*` matches `src/main.rs`). The words are cut by [`search`] in Rust and
     /// matched the same way by every backend. A phrase may run across the blocks of one kind in
     /// one message (they are joined by newlines), never across kinds or messages.
     ///
@@ -241,7 +248,7 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
         tenant: &TenantId,
         run: &RunId,
         query: &SearchQuery,
-    ) -> Result<Vec<Entry>, Error>;
+    ) -> Result<Found, Error>;
 
     /// Imports the transcripts of one file as runs, in one transaction: all of them or none.
     ///
@@ -251,7 +258,7 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + Send + Sync {
     /// [`Imported::Grown`] when the source has gained messages, which `reimport` appends
     /// ([`Imported::Extended`]). A source that no longer starts with what was imported from it,
     /// or whose run took other messages since, fails the whole file with
-    /// [`Error::Import`] ([`import::decide`] holds these rules once for every backend).
+    /// [`Error::Import`] (`import::decide` holds these rules once for every backend).
     ///
     /// A subagent transcript ([`Origin::parent_key`]) is linked to its parent's run, whichever
     /// of the two is imported first. Concurrent imports of one source, from any number of
@@ -568,14 +575,7 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
-    /// A run that cannot be created as asked (a goal or rules with a NUL character).
-    #[error("run: {detail}")]
-    InvalidRun {
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease, an
-    /// error with a NUL character).
+    /// A ledger call that cannot be made as asked (a bad idempotency key, a zero lease).
     #[error("ledger: {detail}")]
     InvalidLedger {
         /// What is wrong with it.
@@ -586,6 +586,16 @@ pub enum Error {
     InvalidKey {
         /// What is wrong with it.
         detail: String,
+    },
+    /// Text the store keeps as text (a goal, rules, a constraint, an error, a label…) holds a
+    /// NUL character, which PostgreSQL cannot store: refused on every backend alike, before
+    /// anything is written. (Messages are stored as JSON, where NUL is escaped, and keep it.)
+    #[error("{field}: a NUL character (\\u0000) at byte {at}: stored text cannot hold one")]
+    InvalidText {
+        /// Which text.
+        field: String,
+        /// Where the first NUL is, in bytes.
+        at: usize,
     },
     /// An import that would mix two histories; nothing of its file was written.
     #[error(transparent)]
@@ -605,60 +615,16 @@ impl Error {
     }
 }
 
-/// Checks a candidate against the facts a backend read inside its install transaction: the
-/// base's coverage, whether the cut names a row of the run, and the run's last seq. What needs
-/// the database (finding the base, the protocol window) stays in the backend; the rules are here
-/// once, so both backends reject the same candidates with the same reasons.
-pub fn check_candidate(
-    candidate: &Candidate,
-    coverage: Seq,
-    cut_exists: bool,
-    last_seq: Seq,
-) -> Result<(), InvalidCandidate> {
-    if candidate.cut <= coverage {
-        return Err(InvalidCandidate::CutNotBeyondBase {
-            cut: candidate.cut,
-            coverage,
-        });
+/// Refuses text with a NUL character, which PostgreSQL cannot store (see
+/// [`Error::InvalidText`]); `field` names it.
+pub(crate) fn check_text(field: &str, text: Option<&str>) -> Result<(), Error> {
+    match text.and_then(|t| t.find('\0')) {
+        Some(at) => Err(Error::InvalidText {
+            field: field.to_owned(),
+            at,
+        }),
+        None => Ok(()),
     }
-    if !cut_exists {
-        return Err(InvalidCandidate::CutNotFound {
-            cut: candidate.cut,
-            last: last_seq,
-        });
-    }
-    baton_core::claim::validate_sources(&candidate.claims, candidate.cut, last_seq)
-}
-
-/// The distinct seqs a candidate's claims cite, in order: a backend confirms each is a row.
-pub fn cited_seqs(candidate: &Candidate) -> Vec<Seq> {
-    let mut cited: Vec<Seq> = candidate.claims.iter().map(|c| c.source_seq).collect();
-    cited.sort_unstable();
-    cited.dedup();
-    cited
-}
-
-/// Where `text`, which the store keeps as text, has a NUL character (U+0000): `None` when it
-/// has none. PostgreSQL cannot keep one in a text column and SQLite would, so every backend
-/// refuses one the same way (the conformance suite holds them to it) rather than one storing
-/// what the other refuses. JSON values (messages, results) are stored escaped and may hold it.
-pub fn nul_at(text: &str) -> Option<usize> {
-    text.find('\0').map(|byte| text[..byte].chars().count())
-}
-
-/// Checks a new run: its goal and rules hold no NUL character ([`Error::InvalidRun`] names
-/// the field and where).
-pub fn check_new_run(new: &NewRun) -> Result<(), Error> {
-    for (field, text) in [("goal", &new.goal), ("rules", &new.rules)] {
-        if let Some(at) = text.as_deref().and_then(nul_at) {
-            return Err(Error::InvalidRun {
-                detail: format!(
-                    "{field} has a NUL character (U+0000) at character {at}, which the store does not keep; remove it"
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// A new run id: a time-ordered UUID (v7), so generated ids sort by creation time.

@@ -16,12 +16,20 @@
 //! [`MAX_PHRASE_WORDS`] words lies whole inside one part. That keeps each PostgreSQL `tsvector`
 //! far below its 1 MB limit and its positions below 16,383 (beyond which phrase matching stops
 //! working), and gives SQLite the same parts, so both backends answer alike.
+//!
+//! # Design
+//!
+//! `Store::search` is a phrase search on whole words, in seq order, over the originals (summaries do not hide anything from it).
+//! SQLite indexes with FTS5 (`unicode61`, contentless), PostgreSQL with a `tsvector` column and a GIN index; both index the words baton itself produced, so tokenizer differences (PostgreSQL keeps `src/main.rs` as one token, FTS5 splits it) cannot make the backends disagree.
+//! The index is brought up to date by `search` itself, from a per-run "indexed through" mark: on SQLite 1,000 messages per write transaction, so appends (which need SQLite's one write lock) slip in between batches of a long run's first search; on PostgreSQL in one transaction holding the run's progress row, which appends never lock. Writing it inside `append` made a single-message append several times slower, and an index that only a search reads can be built when a search first needs it.
+//! The first search of a long run pays for indexing it.
 
-use baton_core::{ContentBlock, Message};
+use baton_core::{ContentBlock, Entry, Message};
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 use crate::Error;
+use crate::backend::Phrase;
 
 /// Which blocks a search looks in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,9 +74,8 @@ impl std::fmt::Display for SearchKind {
 /// A recall search.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchQuery {
-    /// The phrase to find: its words, in order, adjacent (see [`crate::search`]). A pattern
-    /// that ends with `*` (`deplo*`, `connection ref*`) takes its last word as a prefix: it
-    /// matches every word that starts with it ([`SearchQuery::is_prefix`]).
+    /// The phrase to find: its words, in order, adjacent (see [`crate::search`]); a word
+    /// followed by `*` matches every word it begins (`mai*` finds `main`).
     pub pattern: String,
     /// Only blocks of this kind; every kind when `None`.
     pub kind: Option<SearchKind>,
@@ -77,11 +84,6 @@ pub struct SearchQuery {
 }
 
 impl SearchQuery {
-    /// Whether the pattern's last word is a prefix: the pattern ends with `*`.
-    pub fn is_prefix(&self) -> bool {
-        self.pattern.trim_end().ends_with('*')
-    }
-
     /// A search of every kind for `pattern`, returning at most `limit` entries.
     pub fn new(pattern: impl Into<String>, limit: usize) -> Self {
         SearchQuery {
@@ -164,16 +166,38 @@ pub fn search_rows(message: &Message) -> Vec<SearchRow> {
     rows
 }
 
-/// Checks a query and returns its pattern as the words a backend matches as one phrase
-/// (normalized, separated by single spaces; a trailing `*` is a separator like any other, and
-/// [`SearchQuery::is_prefix`] says whether the last word is a prefix).
-pub fn search_phrase(query: &SearchQuery) -> Result<String, Error> {
+/// Messages a search indexes per write transaction while it brings a run's index up to date.
+pub(crate) const INDEX_BATCH: u64 = 1000;
+
+/// What a search found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    /// The matching entries, in seq order.
+    pub entries: Vec<Entry>,
+    /// Set when nothing matched the pattern's words whole but their prefix form does: that
+    /// form (every word followed by `*`, as a pattern takes it), for the caller to suggest.
+    /// `None` when something matched, when the pattern already had a prefix, or when the
+    /// prefix form finds nothing either.
+    pub prefix_form: Option<String>,
+}
+
+/// Checks a query and returns the phrase a backend matches: its pattern's normalized words,
+/// in order, each marked a prefix when `*` follows it in the pattern (`mai*`, `src/mai*`).
+pub(crate) fn phrase(query: &SearchQuery) -> Result<Phrase, Error> {
     if query.limit == 0 {
         return Err(Error::InvalidQuery {
             detail: "limit is 0: ask for at least one entry".into(),
         });
     }
-    let words = Words::of(&query.pattern);
+    let mut words = Vec::new();
+    let pieces: Vec<&str> = query.pattern.split('*').collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        let of = Words::of(piece);
+        let starred = i + 1 < pieces.len() && piece.ends_with(char::is_alphanumeric);
+        for w in 0..of.len() {
+            words.push((of.span(w, w + 1).to_owned(), starred && w + 1 == of.len()));
+        }
+    }
     if words.is_empty() {
         return Err(Error::InvalidQuery {
             detail: format!("pattern {:?} has no words", query.pattern),
@@ -187,7 +211,11 @@ pub fn search_phrase(query: &SearchQuery) -> Result<String, Error> {
             ),
         });
     }
-    Ok(words.text)
+    Ok(Phrase {
+        words,
+        kind: query.kind,
+        limit: u64::try_from(query.limit).unwrap_or(u64::MAX),
+    })
 }
 
 fn push_line(out: &mut String, text: &str) {
@@ -431,13 +459,29 @@ mod tests {
 
     #[test]
     fn queries_are_checked() {
-        let ok = search_phrase(&SearchQuery::new("  Read   the \"FILE\" ", 1)).unwrap();
-        assert_eq!(ok, "read the file");
-        let none = search_phrase(&SearchQuery::new("?!", 5)).unwrap_err();
-        assert_eq!(none.to_string(), "search: pattern \"?!\" has no words");
-        let zero = search_phrase(&SearchQuery::new("x", 0)).unwrap_err();
+        let words = |pattern: &str| phrase(&SearchQuery::new(pattern, 1)).unwrap().words;
+        let whole = |w: &[&str]| w.iter().map(|w| (w.to_string(), false)).collect::<Vec<_>>();
+        assert_eq!(
+            words("  Read   the \"FILE\" "),
+            whole(&["read", "the", "file"])
+        );
+        assert_eq!(
+            words("src/Mai* ru*st *x * Café*"),
+            [
+                ("src", false),
+                ("mai", true),
+                ("ru", true),
+                ("st", false),
+                ("x", false),
+                ("cafe", true)
+            ]
+            .map(|(w, p)| (w.to_string(), p))
+        );
+        let none = phrase(&SearchQuery::new("?!*", 5)).unwrap_err();
+        assert_eq!(none.to_string(), "search: pattern \"?!*\" has no words");
+        let zero = phrase(&SearchQuery::new("x", 0)).unwrap_err();
         assert!(matches!(zero, Error::InvalidQuery { .. }), "{zero}");
-        let long = search_phrase(&SearchQuery::new("a ".repeat(MAX_PHRASE_WORDS + 1), 5));
+        let long = phrase(&SearchQuery::new("a ".repeat(MAX_PHRASE_WORDS + 1), 5));
         assert!(matches!(long, Err(Error::InvalidQuery { .. })));
         assert_eq!(SearchKind::parse("tool_use"), Some(SearchKind::ToolUse));
         assert_eq!(SearchKind::parse("tool"), None);

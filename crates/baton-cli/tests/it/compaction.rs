@@ -737,8 +737,8 @@ fn context_budget_clips_the_largest_contents_and_refuses_what_cannot_fit() {
     }
 }
 
-/// The registry is the one list of strategies: `baton compact --help` and the README's
-/// strategy table name exactly its strategies, in its order.
+/// The registry is the one list of strategies: `baton compact --help` and the command-line
+/// reference's strategy table (`docs/cli.md`) name exactly its strategies, in its order.
 #[test]
 fn the_help_and_the_readme_name_the_registrys_strategies() {
     let names: Vec<&str> = baton_compact::strategies::REGISTRY
@@ -748,11 +748,11 @@ fn the_help_and_the_readme_name_the_registrys_strategies() {
     let help = Sandbox::new().run(&["compact", "--help"]).ok().stdout;
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains(&names.join(", ")), "{help}");
-    let readme = include_str!("../../../../README.md");
-    let section = readme
-        .split("### Compaction")
+    let reference = include_str!("../../../../docs/cli.md");
+    let section = reference
+        .split("## Compaction")
         .nth(1)
-        .expect("the README has a Compaction section");
+        .expect("docs/cli.md has a Compaction section");
     let table: Vec<&str> = section
         .lines()
         .skip_while(|l| !l.starts_with("| strategy |"))

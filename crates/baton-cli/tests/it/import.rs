@@ -555,7 +555,7 @@ fn flags_and_output_modes() {
         .fails(4, "--run names one run");
     sb.run(&["import", "--run", "bad id!", file.to_str().unwrap()])
         .fails(4, "--run");
-    // The JSON report's shape is a contract (README, "JSON output").
+    // The JSON report's shape is a contract (docs/cli.md, "JSON output").
     let other = sb.file("b.jsonl", "{\"role\":\"user\",\"content\":\"hello\"}\n");
     let (_, report) = import_json(&sb, &[other.to_str().unwrap()]);
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();

@@ -1,4 +1,4 @@
-//! The `--json` output is a contract (README, "JSON output"): these tests pin its shape.
+//! The `--json` output is a contract (docs/cli.md, "JSON output"): these tests pin its shape.
 
 use crate::support::Sandbox;
 
@@ -147,7 +147,7 @@ const SUMMARY: [&str; 8] = [
     "run",
 ];
 
-/// The shapes of the compaction commands (README, "JSON output").
+/// The shapes of the compaction commands (docs/cli.md, "JSON output").
 #[test]
 fn compaction_commands_print_their_documented_shapes() {
     let sb = Sandbox::new();

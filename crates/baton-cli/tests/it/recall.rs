@@ -161,7 +161,7 @@ fn grep_prints_a_line_per_hit_takes_prefixes_and_suggests_them() {
         assert_eq!(
             none.trim(),
             format!(
-                "no whole-word match for \"fire\" in run r; 1 message(s) have words starting with its last word: try --grep 'fire*'"
+                "no whole-word match for \"fire\" in run r; words starting with it match: try --grep 'fire*'"
             ),
             "{}",
             sb.db_arg()

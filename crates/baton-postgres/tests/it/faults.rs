@@ -1,5 +1,6 @@
 //! The connection drops mid-transaction: the operation fails clearly, nothing is half-written,
-//! and the next operation reconnects (issue 3, "Network fault").
+//! and the next operation reconnects (issue 3, "Network fault"). A statement the server refuses
+//! is reported with its code and constraint, never with the values it carried (issue 20, 9).
 
 use baton_core::{Message, Role, Seq, TenantId};
 use baton_store::{NewEntry, NewRun, Store};
@@ -91,69 +92,41 @@ async fn a_killed_backend_fails_the_operation_and_the_next_one_reconnects() {
     assert_eq!(seqs, vec![Seq(2)], "no seq was burnt by the failed batch");
 }
 
-/// Issue 20 item 9: a statement the server refuses is reported (and so logged) with the
-/// server's message, its SQLSTATE code and the constraint and table it names, not as `db
-/// error`; and never with the row's values, which the server puts in its DETAIL.
 #[tokio::test]
-async fn a_refused_statement_names_the_server_message_code_and_constraint_not_the_values() {
+async fn a_refused_statement_names_its_code_and_constraint_never_its_values() {
     let schema = TempSchema::new();
     let store = schema.store().await;
-    let t = TenantId::default_tenant();
-    let raw = schema.raw().await;
-    raw.batch_execute(&format!(
-        "ALTER TABLE \"{}\".runs ADD CONSTRAINT goal_is_short CHECK (length(goal) < 20)",
+    let sql = format!(
+        "ALTER TABLE \"{}\".runs ADD CONSTRAINT no_secret_goals CHECK (goal NOT LIKE '%secret%')",
         schema.name
-    ))
-    .await
-    .unwrap();
-    let secret = "a goal that quotes a customer's card number 4111-1111";
+    );
+    schema.raw().await.batch_execute(&sql).await.unwrap();
+    let new = NewRun {
+        id: None,
+        goal: Some("the secret is hunter2".into()),
+        rules: None,
+    };
     let err = store
-        .create_run(
-            &t,
-            &NewRun {
-                id: None,
-                goal: Some(secret.to_owned()),
-                rules: None,
-            },
-        )
+        .create_run(&TenantId::default_tenant(), &new)
         .await
         .unwrap_err();
-    // What every printer of the error sees: its own text and every cause's.
-    let mut text = err.to_string();
-    let mut cause = std::error::Error::source(&err);
-    while let Some(c) = cause {
-        text.push_str(" | ");
-        text.push_str(&c.to_string());
-        cause = c.source();
+    // As logged: the error's text, its chain and its debug form alike.
+    let chain = {
+        let mut all = format!("{err} | {err:?}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            all.push_str(&format!(" | {cause} | {cause:?}"));
+            source = cause.source();
+        }
+        all
+    };
+    for part in [
+        "23514",
+        "no_secret_goals",
+        "table runs",
+        "violates check constraint",
+    ] {
+        assert!(chain.contains(part), "{part:?} missing from {chain}");
     }
-    assert!(!text.contains("db error"), "{text}");
-    assert!(text.contains("violates check constraint"), "{text}");
-    assert!(text.contains("SQLSTATE 23514"), "{text}");
-    assert!(text.contains("constraint goal_is_short"), "{text}");
-    assert!(text.contains("table ") && text.contains(".runs"), "{text}");
-    assert!(
-        !text.contains("4111"),
-        "a row's values reached the error: {text}"
-    );
-    assert_eq!(err.code(), "backend");
-
-    // A missing relation: the server's message and code.
-    raw.batch_execute(&format!("DROP TABLE \"{}\".pins", schema.name))
-        .await
-        .unwrap();
-    let run = store
-        .create_run(
-            &t,
-            &NewRun {
-                id: None,
-                goal: None,
-                rules: None,
-            },
-        )
-        .await
-        .unwrap();
-    let err = store.pins(&t, &run.id).await.unwrap_err();
-    let text = err.to_string();
-    assert!(text.contains("does not exist"), "{text}");
-    assert!(text.contains("SQLSTATE 42P01"), "{text}");
+    assert!(!chain.contains("hunter2"), "a value leaked: {chain}");
 }

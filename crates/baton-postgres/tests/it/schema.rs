@@ -198,7 +198,8 @@ async fn an_unreachable_server_is_a_clear_error() {
 #[tokio::test]
 async fn a_version_1_schema_is_migrated_and_its_history_becomes_searchable() {
     use baton_core::{ContentBlock, RunId};
-    use baton_store::{SearchKind, SearchQuery};
+    use baton_store::SearchKind;
+    use baton_store::conformance::found;
     let schema = TempSchema::new();
     let raw = schema.raw().await;
     let t = TenantId::default_tenant();
@@ -261,49 +262,22 @@ async fn a_version_1_schema_is_migrated_and_its_history_becomes_searchable() {
         store.doctor().await.unwrap().schema_version,
         baton_postgres::SCHEMA_VERSION
     );
-    let run = RunId::new("old").unwrap();
-    let seqs =
-        |entries: Vec<baton_core::Entry>| entries.iter().map(|e| e.seq.0).collect::<Vec<_>>();
-    let q = |pattern: &str, kind| SearchQuery {
-        pattern: pattern.into(),
-        kind,
-        limit: 10,
-    };
+    let (run, other) = (RunId::new("old").unwrap(), RunId::new("other").unwrap());
+    let tool_result = Some(SearchKind::ToolResult);
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("retry budget", None))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "retry budget", None).await,
         [1, 1200]
     );
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("retry budget", Some(SearchKind::ToolResult)))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "retry budget", tool_result).await,
         [1200]
     );
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("step 1001 of run 1", None))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "step 1001 of run 1", None).await,
         [1001]
     );
-    let other = RunId::new("other").unwrap();
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &other, &q("step 999 of run 2", None))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &other, "step 999 of run 2", None).await,
         [999]
     );
     let indexed: i64 = raw

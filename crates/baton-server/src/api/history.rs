@@ -329,7 +329,11 @@ async fn search_messages(
         }),
         limit: page_size(params.limit, DEFAULT_SEARCH)?,
     };
-    let entries = state.store.search(&caller.tenant, &run, &query).await?;
+    let entries = state
+        .store
+        .search(&caller.tenant, &run, &query)
+        .await?
+        .entries;
     Ok(ApiJson(MessageList {
         messages: EntryView::all(&entries),
     }))

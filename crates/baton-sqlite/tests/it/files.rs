@@ -144,7 +144,8 @@ fn old_messages() -> Vec<Message> {
 #[tokio::test]
 async fn a_version_1_file_is_migrated_and_its_history_becomes_searchable() {
     use baton_core::{RunId, Seq};
-    use baton_store::{SearchKind, SearchQuery};
+    use baton_store::SearchKind;
+    use baton_store::conformance::found;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("baton.db");
     let t = TenantId::default_tenant();
@@ -191,29 +192,13 @@ async fn a_version_1_file_is_migrated_and_its_history_becomes_searchable() {
         assert_eq!(rows, 0);
     }
     let run = RunId::new("old").unwrap();
-    let seqs =
-        |entries: Vec<baton_core::Entry>| entries.iter().map(|e| e.seq.0).collect::<Vec<_>>();
-    let q = |pattern: &str, kind| SearchQuery {
-        pattern: pattern.into(),
-        kind,
-        limit: 10,
-    };
+    let tool_result = Some(SearchKind::ToolResult);
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("retry budget", None))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "retry budget", None).await,
         [1, 2, 3]
     );
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("retry budget", Some(SearchKind::ToolResult)))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "retry budget", tool_result).await,
         [3]
     );
     // Messages appended after the first search are indexed by the next one.
@@ -229,12 +214,7 @@ async fn a_version_1_file_is_migrated_and_its_history_becomes_searchable() {
         .await
         .unwrap();
     assert_eq!(
-        seqs(
-            store
-                .search(&t, &run, &q("retry budget is 4", None))
-                .await
-                .unwrap()
-        ),
+        found(&store, &t, &run, "retry budget is 4", None).await,
         [4]
     );
     assert_eq!(

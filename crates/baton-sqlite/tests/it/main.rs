@@ -11,4 +11,4 @@
 
 mod conformance;
 mod files;
-mod ledger_model;
+mod writer;

@@ -3,16 +3,20 @@
 //! step the invariants hold: at most one fence can act (the highest issued); status moves only
 //! forward (`running → completed`, `running → failed`, `failed → running`, `running →
 //! running` with a higher fence); a completed operation never changes its result; every
-//! successful publish came from the current fence.
+//! successful publish came from the current fence. Each case works on a key of its own in one
+//! database, so the suite runs on a server as well as on a file.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
-use baton_sqlite::SqliteStore;
-use baton_store::{Begin, Fenced, LedgerStore, OpStatus, Publish};
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
+
+use super::Harness;
+use crate::{Begin, Fenced, OpStatus, Publish, Store};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -58,11 +62,8 @@ fn allowed(from: Option<OpStatus>, to: OpStatus, fence_grew: bool) -> bool {
     }
 }
 
-async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("baton.db"))
-        .await
-        .unwrap();
+/// One case on its own key of the shared store.
+async fn run_case(store: &dyn Store, key: &str, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let t = TenantId::default_tenant();
     let hash = RequestKey([1; 32]);
     let mut now: i64 = 1_800_000_000_000;
@@ -83,7 +84,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let got = store
                     .begin(
                         &t,
-                        "op",
+                        key,
                         &given,
                         &format!("w{worker}"),
                         LEASE,
@@ -131,7 +132,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::Heartbeat { fence } => {
                 let got = store
-                    .heartbeat(&t, "op", u64::from(fence), LEASE, Timestamp(now))
+                    .heartbeat(&t, key, u64::from(fence), LEASE, Timestamp(now))
                     .await
                     .unwrap();
                 let may = m.status == Some(OpStatus::Running) && u64::from(fence) == m.fence;
@@ -149,7 +150,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let got = store
                     .publish(
                         &t,
-                        "op",
+                        key,
                         u64::from(fence),
                         Publish::Complete(&v),
                         false,
@@ -184,7 +185,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let got = store
                     .publish(
                         &t,
-                        "op",
+                        key,
                         u64::from(fence),
                         Publish::Fail {
                             error: "x",
@@ -212,7 +213,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
             Step::Wait { secs } => now += i64::from(secs) * 1000,
         }
         // The stored record agrees with the model, and moved only forward.
-        if let Some((op, attempts)) = store.operation(&t, "op").await.unwrap() {
+        if let Some((op, attempts)) = store.operation(&t, key).await.unwrap() {
             prop_assert_eq!(Some(op.status), m.status);
             prop_assert_eq!(op.fence, m.fence);
             prop_assert_eq!(op.result.clone(), m.result.clone());
@@ -224,7 +225,7 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
             prop_assert_eq!(attempts.len() as u64, m.fence);
             let completed: Vec<u64> = attempts
                 .iter()
-                .filter(|a| a.outcome == Some(baton_store::AttemptOutcome::Completed))
+                .filter(|a| a.outcome == Some(crate::AttemptOutcome::Completed))
                 .map(|a| a.fence)
                 .collect();
             prop_assert!(completed.len() <= 1);
@@ -239,11 +240,22 @@ async fn run_case(steps: Vec<Step>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-    #[test]
-    fn the_ledger_keeps_its_invariants_over_random_interleavings(steps in proptest::collection::vec(step(), 1..40)) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        rt.block_on(run_case(steps))?;
+pub async fn the_ledger_keeps_its_invariants_over_random_interleavings(h: &dyn Harness) {
+    let store = h.open().await;
+    let handle = tokio::runtime::Handle::current();
+    let config = Config {
+        cases: 256,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let cases = AtomicU64::new(0);
+    let outcome = tokio::task::block_in_place(|| {
+        TestRunner::new(config).run(&proptest::collection::vec(step(), 1..40), |steps| {
+            let key = format!("op-{}", cases.fetch_add(1, Ordering::Relaxed));
+            handle.block_on(run_case(&*store, &key, steps))
+        })
+    });
+    if let Err(failure) = outcome {
+        panic!("the ledger broke an invariant: {failure}");
     }
 }

@@ -1,0 +1,527 @@
+//! Runs, history, summary versions, pins, constraints, started tools, the search index and
+//! imported runs' origins, as PostgreSQL statements. Batches go in one statement each
+//! (`INSERT … SELECT FROM unnest(arrays)`); the primitives that lock begin the job's
+//! transaction (see the crate docs).
+
+use async_trait::async_trait;
+use baton_core::units::ProtocolEvents;
+use baton_core::{Cleared, Entry, EntryMeta, Run, RunId, RunStatus, Seq, Summary, SummaryId};
+use baton_core::{TenantId, Timestamp};
+use baton_store::backend::{
+    ImportRows, NewOrigin, NewSummary, Phrase, Prepared, Row, RunRow, RunRows, Versions, int,
+    lookup,
+};
+use baton_store::import::{CompactionEvent, Digest, RunCounts, RunOrigin, SourceCompaction};
+use baton_store::{Constraint, Error, SearchRow};
+
+use crate::PgTx;
+
+const RUN: &str = "SELECT id, tenant_id, status, goal, rules, active_summary_id, last_seq,
+    created_at, cleared_through, cleared_min_tokens, pk FROM runs";
+const RUN_ROW: &str =
+    "SELECT pk, status, active_summary_id, last_seq FROM runs WHERE tenant_id = $1 AND id = $2";
+const SUMMARY: &str = "SELECT s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at, s.meta
+    FROM summaries s JOIN runs r ON r.pk = s.run_pk";
+const ENTRY: &str = "SELECT seq, tokens, created_at, message FROM history";
+
+#[async_trait]
+impl RunRows for PgTx {
+    async fn tenant_exists(&mut self, tenant: &TenantId) -> Result<bool, Error> {
+        let sql = "SELECT 1 FROM tenants WHERE id = $1";
+        Ok(self
+            .one(sql, &[&tenant.as_str()], |_| Ok(()))
+            .await?
+            .is_some())
+    }
+
+    async fn insert_run(
+        &mut self,
+        tenant: &TenantId,
+        id: &RunId,
+        goal: Option<&str>,
+        rules: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<i64>, Error> {
+        self.begin().await?;
+        let tenants = "INSERT INTO tenants (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+        self.exec(tenants, &[&tenant.as_str(), &now.0]).await?;
+        self.one(
+            "INSERT INTO runs (tenant_id, id, status, goal, rules, created_at)
+             VALUES ($1, $2, 'active', $3, $4, $5) ON CONFLICT (tenant_id, id) DO NOTHING
+             RETURNING pk",
+            &[&tenant.as_str(), &id.as_str(), &goal, &rules, &now.0],
+            |r| r.int_at(0),
+        )
+        .await
+    }
+
+    async fn run_row(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error> {
+        let params = [&tenant.as_str() as _, &id.as_str() as _];
+        self.one(RUN_ROW, &params, |r| r.run_row()).await
+    }
+
+    async fn lock_run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error> {
+        self.begin().await?;
+        let sql = format!("{RUN_ROW} FOR UPDATE");
+        let params = [&tenant.as_str() as _, &id.as_str() as _];
+        self.one(&sql, &params, |r| r.run_row()).await
+    }
+
+    async fn run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<(i64, Run)>, Error> {
+        let sql = format!("{RUN} WHERE tenant_id = $1 AND id = $2");
+        let params = [&tenant.as_str() as _, &id.as_str() as _];
+        self.one(&sql, &params, |r| Ok((r.int_at(10)?, r.run()?)))
+            .await
+    }
+
+    async fn runs(&mut self, tenant: &TenantId) -> Result<Vec<Run>, Error> {
+        let sql = format!("{RUN} WHERE tenant_id = $1 ORDER BY pk");
+        self.all(&sql, &[&tenant.as_str()], |r| r.run()).await
+    }
+
+    async fn set_status(&mut self, run: i64, status: RunStatus) -> Result<(), Error> {
+        let sql = "UPDATE runs SET status = $2 WHERE pk = $1";
+        self.exec(sql, &[&run, &status.as_str()]).await.map(drop)
+    }
+
+    async fn insert_entries(
+        &mut self,
+        run: i64,
+        after: Seq,
+        entries: &[Prepared],
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let first = int(after.0)? + 1;
+        let last = first + int(entries.len() as u64)? - 1;
+        let seqs: Vec<i64> = (first..=last).collect();
+        let tokens: Vec<i32> = entries
+            .iter()
+            .map(|e| i32::try_from(e.tokens).unwrap_or(i32::MAX))
+            .collect();
+        let uses: Vec<Option<&str>> = entries.iter().map(|e| e.tool_uses.as_deref()).collect();
+        let results: Vec<Option<&str>> =
+            entries.iter().map(|e| e.tool_results.as_deref()).collect();
+        let messages: Vec<&str> = entries.iter().map(|e| e.message.as_str()).collect();
+        self.exec(
+            "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+             SELECT $1, s, t, u, r, $7, m
+             FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)",
+            &[&run, &seqs, &tokens, &uses, &results, &messages, &now.0],
+        )
+        .await?;
+        let sql = "UPDATE runs SET last_seq = $1 WHERE pk = $2";
+        self.exec(sql, &[&last, &run]).await.map(drop)
+    }
+
+    async fn entries(
+        &mut self,
+        run: i64,
+        from: Seq,
+        to: Option<Seq>,
+        limit: Option<u64>,
+    ) -> Result<Vec<Entry>, Error> {
+        let sql = format!(
+            "{ENTRY} WHERE run_pk = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4::bigint"
+        );
+        let to = to.map_or(i64::MAX, |s| lookup(s.0));
+        let limit = limit.map(lookup);
+        let params = [&run as _, &lookup(from.0) as _, &to as _, &limit as _];
+        self.all(&sql, &params, |r| r.entry()).await
+    }
+
+    async fn events(&mut self, run: i64, after: Seq) -> Result<Vec<ProtocolEvents>, Error> {
+        self.all(
+            "SELECT seq, tool_uses, tool_results FROM history WHERE run_pk = $1 AND seq > $2 ORDER BY seq",
+            &[&run, &lookup(after.0)],
+            |r| r.events(),
+        )
+        .await
+    }
+
+    async fn tool_events(
+        &mut self,
+        run: i64,
+        after: Seq,
+        cut: Seq,
+    ) -> Result<Vec<ProtocolEvents>, Error> {
+        self.all(
+            "SELECT seq, tool_uses, tool_results FROM history
+             WHERE run_pk = $1 AND seq > $2 AND (tool_uses IS NOT NULL OR tool_results IS NOT NULL)
+             UNION SELECT seq, tool_uses, tool_results FROM history WHERE run_pk = $1 AND seq = $3
+             ORDER BY seq",
+            &[&run, &lookup(after.0), &lookup(cut.0)],
+            |r| r.events(),
+        )
+        .await
+    }
+
+    async fn tail_meta(&mut self, run: i64, after: Seq) -> Result<Vec<EntryMeta>, Error> {
+        // `message` is never selected, so its TOASTed value is never fetched or decompressed.
+        self.all(
+            "SELECT seq, tokens, tool_uses, tool_results FROM history WHERE run_pk = $1 AND seq > $2 ORDER BY seq",
+            &[&run, &lookup(after.0)],
+            |r| r.entry_meta(),
+        )
+        .await
+    }
+
+    async fn count_seqs(&mut self, run: i64, seqs: &[Seq]) -> Result<u64, Error> {
+        let list: Vec<i64> = seqs.iter().map(|s| lookup(s.0)).collect();
+        let sql = "SELECT COUNT(*) FROM history WHERE run_pk = $1 AND seq = ANY($2)";
+        let count = self
+            .one(sql, &[&run, &list], |r| r.count(0, "seq count"))
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    async fn history_counts(&mut self, run: i64) -> Result<RunCounts, Error> {
+        // SUM over INTEGER is BIGINT and over BIGINT is NUMERIC: cast so every column is i64.
+        let sql = "SELECT COUNT(*)::bigint, COALESCE(SUM(tokens), 0)::bigint,
+                COALESCE(SUM(octet_length(message)), 0)::bigint, MIN(created_at), MAX(created_at)
+            FROM history WHERE run_pk = $1";
+        let counts = self.one(sql, &[&run], |r| r.history_counts()).await?;
+        Ok(counts.unwrap_or_default())
+    }
+
+    async fn summary_coverage(&mut self, run: i64, id: SummaryId) -> Result<Option<Seq>, Error> {
+        let sql = "SELECT coverage FROM summaries WHERE id = $1 AND run_pk = $2";
+        self.one(sql, &[&lookup(id.0), &run], |r| r.seq(0)).await
+    }
+
+    async fn insert_summary(&mut self, run: i64, new: &NewSummary) -> Result<SummaryId, Error> {
+        let (previous, coverage) = (new.previous.map(|p| lookup(p.0)), int(new.coverage.0)?);
+        let id = self
+            .one(
+                "INSERT INTO summaries (run_pk, coverage, previous_id, body, created_at, meta)
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                &[&run, &coverage, &previous, &new.body, &new.now.0, &new.meta],
+                |r| r.count(0, "summary id"),
+            )
+            .await?;
+        Ok(SummaryId(id.unwrap_or_default()))
+    }
+
+    async fn set_active(
+        &mut self,
+        run: i64,
+        id: SummaryId,
+        expected: Option<SummaryId>,
+    ) -> Result<bool, Error> {
+        let sql = "UPDATE runs SET active_summary_id = $1
+                   WHERE pk = $2 AND active_summary_id IS NOT DISTINCT FROM $3";
+        let expected = expected.map(|e| lookup(e.0));
+        Ok(self.exec(sql, &[&lookup(id.0), &run, &expected]).await? == 1)
+    }
+
+    async fn summaries(&mut self, which: Versions<'_>) -> Result<Vec<Summary>, Error> {
+        match which {
+            Versions::Run(run) => {
+                let sql = format!("{SUMMARY} WHERE s.run_pk = $1 ORDER BY s.id");
+                self.all(&sql, &[&run], |r| r.summary()).await
+            }
+            Versions::One { run, id } => {
+                let sql = format!("{SUMMARY} WHERE s.id = $1 AND s.run_pk = $2");
+                self.all(&sql, &[&lookup(id.0), &run], |r| r.summary())
+                    .await
+            }
+            Versions::OfTenant { tenant, id } => {
+                let sql = format!("{SUMMARY} WHERE s.id = $1 AND r.tenant_id = $2");
+                let params = [&lookup(id.0) as _, &tenant.as_str() as _];
+                self.all(&sql, &params, |r| r.summary()).await
+            }
+        }
+    }
+
+    async fn set_cleared(&mut self, run: i64, cleared: Cleared) -> Result<(), Error> {
+        let sql = "UPDATE runs SET cleared_through = $1, cleared_min_tokens = $2 WHERE pk = $3";
+        let through = int(cleared.through.0)?;
+        let params = [
+            &through as _,
+            &i64::from(cleared.min_tokens) as _,
+            &run as _,
+        ];
+        self.exec(sql, &params).await.map(drop)
+    }
+
+    async fn pin(&mut self, run: i64, seq: Seq, now: Timestamp) -> Result<bool, Error> {
+        let sql = "INSERT INTO pins (run_pk, seq, created_at) VALUES ($1, $2, $3)
+                   ON CONFLICT (run_pk, seq) DO NOTHING";
+        Ok(self.exec(sql, &[&run, &int(seq.0)?, &now.0]).await? == 1)
+    }
+
+    async fn unpin(&mut self, run: i64, seq: Seq) -> Result<bool, Error> {
+        let sql = "DELETE FROM pins WHERE run_pk = $1 AND seq = $2";
+        Ok(self.exec(sql, &[&run, &lookup(seq.0)]).await? == 1)
+    }
+
+    async fn pins(&mut self, run: i64) -> Result<Vec<Seq>, Error> {
+        let sql = "SELECT seq FROM pins WHERE run_pk = $1 ORDER BY seq";
+        self.all(sql, &[&run], |r| r.seq(0)).await
+    }
+
+    async fn pinned_entries(&mut self, run: i64, through: Seq) -> Result<Vec<Entry>, Error> {
+        self.all(
+            "SELECT h.seq, h.tokens, h.created_at, h.message FROM pins p
+             JOIN history h ON h.run_pk = p.run_pk AND h.seq = p.seq
+             WHERE p.run_pk = $1 AND p.seq <= $2 ORDER BY p.seq",
+            &[&run, &lookup(through.0)],
+            |r| r.entry(),
+        )
+        .await
+    }
+
+    async fn insert_constraint(&mut self, run: i64, c: &Constraint) -> Result<(), Error> {
+        let sql = "INSERT INTO run_constraints (run_pk, seq, read_only, text, created_at)
+                   VALUES ($1, $2, $3, $4, $5)";
+        let seq = int(c.seq.0)?;
+        let params = [
+            &run as _,
+            &seq as _,
+            &c.read_only as _,
+            &c.text as _,
+            &c.created_at.0 as _,
+        ];
+        self.exec(sql, &params).await.map(drop)
+    }
+
+    async fn constraints(&mut self, run: i64) -> Result<Vec<Constraint>, Error> {
+        let sql = "SELECT seq, text, read_only, created_at FROM run_constraints
+                   WHERE run_pk = $1 ORDER BY seq";
+        self.all(sql, &[&run], |r| r.constraint()).await
+    }
+
+    async fn start_tool(&mut self, run: i64, id: &str, now: Timestamp) -> Result<bool, Error> {
+        let sql = "INSERT INTO tool_runs (run_pk, tool_use_id, started_at) VALUES ($1, $2, $3)
+                   ON CONFLICT (run_pk, tool_use_id) DO NOTHING";
+        Ok(self.exec(sql, &[&run, &id, &now.0]).await? == 1)
+    }
+
+    async fn started_tools(&mut self, run: i64) -> Result<Vec<String>, Error> {
+        let sql = "SELECT tool_use_id FROM tool_runs WHERE run_pk = $1 ORDER BY started_at";
+        self.all(sql, &[&run], |r| r.text_at(0)).await
+    }
+
+    async fn indexed_through(&mut self, run: i64) -> Result<Seq, Error> {
+        let sql = "SELECT indexed_through FROM search_progress WHERE run_pk = $1";
+        let mark = self.one(sql, &[&run], |r| r.seq(0)).await?;
+        Ok(mark.unwrap_or(Seq::ZERO))
+    }
+
+    async fn lock_index(&mut self, run: i64) -> Result<Seq, Error> {
+        if !self.begun {
+            // The mark's row, made in autocommit: inside the indexing transaction its foreign
+            // key check would hold a share lock on the run's row until indexing commits, and
+            // every append (which locks that row) would wait for the whole batch.
+            let sql = "INSERT INTO search_progress (run_pk, indexed_through) VALUES ($1, 0)
+                       ON CONFLICT (run_pk) DO NOTHING";
+            self.exec(sql, &[&run]).await?;
+        }
+        self.begin().await?;
+        let sql = "SELECT indexed_through FROM search_progress WHERE run_pk = $1 FOR UPDATE";
+        let mark = self.one(sql, &[&run], |r| r.seq(0)).await?;
+        Ok(mark.unwrap_or(Seq::ZERO))
+    }
+
+    async fn index(
+        &mut self,
+        run: i64,
+        rows: &[(Seq, SearchRow)],
+        through: Seq,
+    ) -> Result<(), Error> {
+        let mut seqs = Vec::with_capacity(rows.len());
+        let (mut kinds, mut parts, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
+        for (seq, row) in rows {
+            seqs.push(int(seq.0)?);
+            kinds.push(row.kind.as_str());
+            parts.push(i32::try_from(row.part).unwrap_or(i32::MAX));
+            bodies.push(row.body.as_str());
+        }
+        self.exec(
+            "INSERT INTO history_search (run_pk, seq, kind, part, body)
+             SELECT $1, s, k, p, b FROM unnest($2::bigint[], $3::text[], $4::int[], $5::text[]) AS x(s, k, p, b)",
+            &[&run, &seqs, &kinds, &parts, &bodies],
+        )
+        .await?;
+        let sql = "UPDATE search_progress SET indexed_through = $1 WHERE run_pk = $2";
+        self.exec(sql, &[&int(through.0)?, &run]).await.map(drop)
+    }
+
+    async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error> {
+        // A tsquery of the words in order (`<->`), each quoted (normalized words are letters
+        // and digits only) and marked `:*` when it is a prefix: `'src' <-> 'mai':*`.
+        let words: Vec<String> = phrase
+            .words
+            .iter()
+            .map(|(word, prefix)| format!("'{word}'{}", if *prefix { ":*" } else { "" }))
+            .collect();
+        let (query, kind) = (words.join(" <-> "), phrase.kind.map(|k| k.as_str()));
+        let sql = format!(
+            "{ENTRY} WHERE run_pk = $1 AND seq IN (
+                 SELECT seq FROM history_search
+                 WHERE run_pk = $1 AND tsv @@ to_tsquery('simple', $2::text)
+                   AND ($3::text IS NULL OR kind = $3::text))
+             ORDER BY seq LIMIT $4"
+        );
+        let params = [
+            &run as _,
+            &query as _,
+            &kind as _,
+            &lookup(phrase.limit) as _,
+        ];
+        self.all(&sql, &params, |r| r.entry()).await
+    }
+}
+
+#[async_trait]
+impl ImportRows for PgTx {
+    async fn lock_sources(&mut self, tenant: &TenantId, keys: &[&str]) -> Result<(), Error> {
+        // Transaction-scoped advisory locks keyed by schema, tenant and source key, taken all
+        // at once in one order, so importers of overlapping files wait instead of deadlocking.
+        self.begin().await?;
+        let keys: Vec<String> = keys
+            .iter()
+            .map(|key| format!("{}\n{}\n{key}", self.schema, tenant.as_str()))
+            .collect();
+        self.exec(
+            "SELECT pg_advisory_xact_lock(hashtextextended(k, 0))
+             FROM unnest($1::text[]) WITH ORDINALITY AS x(k, n) ORDER BY n",
+            &[&keys],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn source(
+        &mut self,
+        tenant: &TenantId,
+        source_key: &str,
+    ) -> Result<Option<(i64, RunId)>, Error> {
+        self.one(
+            "SELECT o.run_pk, r.id FROM run_origins o JOIN runs r ON r.pk = o.run_pk
+             WHERE o.tenant_id = $1 AND o.source_key = $2",
+            &[&tenant.as_str(), &source_key],
+            |r| Ok((r.int_at(0)?, RunId::new(r.text_at(1)?)?)),
+        )
+        .await
+    }
+
+    async fn stored_source(&mut self, run: i64) -> Result<(u64, Digest, u64), Error> {
+        let sql = "SELECT source_messages, source_digest,
+                (SELECT COUNT(*) FROM source_compactions WHERE run_pk = $1)
+            FROM run_origins WHERE run_pk = $1";
+        let stored = self.one(sql, &[&run], |r| r.stored_source()).await?;
+        stored.ok_or_else(|| Error::Corrupt {
+            what: format!("run {run} has no origin"),
+        })
+    }
+
+    async fn insert_origin(
+        &mut self,
+        run: i64,
+        tenant: &TenantId,
+        new: &NewOrigin<'_>,
+    ) -> Result<(), Error> {
+        let (o, counts) = (new.origin, counts(new)?);
+        self.exec(
+            "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, source_session_id,
+                 parent_key, parent_run_pk, models, first_at, last_at, redactions, skipped_lines,
+                 side_branches, side_branch_messages, source_messages, source_digest, imported_at,
+                 updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ($12::bigint[])[1], ($12::bigint[])[2], ($12::bigint[])[3], ($12::bigint[])[4],
+                 ($12::bigint[])[5], $13, $14, $14)",
+            &[
+                &run, &tenant.as_str(), &o.source_key, &o.path, &o.format, &o.source_session_id,
+                &o.parent_key, &new.parent, &new.models, &o.first_at, &o.last_at, &counts,
+                &new.digest.to_hex(), &new.now.0,
+            ],
+        )
+        .await?;
+        // Subagents imported before their parent: link them now.
+        self.exec(
+            "UPDATE run_origins SET parent_run_pk = $1
+             WHERE tenant_id = $2 AND parent_key = $3 AND parent_run_pk IS NULL",
+            &[&run, &tenant.as_str(), &o.source_key],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn update_origin(&mut self, run: i64, new: &NewOrigin<'_>) -> Result<(), Error> {
+        let (o, counts) = (new.origin, counts(new)?);
+        self.exec(
+            "UPDATE run_origins SET path = $2, models = $3, first_at = $4, last_at = $5,
+                 redactions = ($6::bigint[])[1], skipped_lines = ($6::bigint[])[2], side_branches = ($6::bigint[])[3],
+                 side_branch_messages = ($6::bigint[])[4], source_messages = ($6::bigint[])[5], source_digest = $7,
+                 updated_at = $8
+             WHERE run_pk = $1",
+            &[
+                &run, &o.path, &new.models, &o.first_at, &o.last_at, &counts,
+                &new.digest.to_hex(), &new.now.0,
+            ],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn insert_compactions(
+        &mut self,
+        run: i64,
+        compactions: &[SourceCompaction],
+        from: usize,
+    ) -> Result<(), Error> {
+        let (mut ordinals, mut afters, mut summaries, mut ats) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (ordinal, c) in compactions.iter().enumerate().skip(from) {
+            ordinals.push(int(ordinal as u64)?);
+            afters.push(int(c.after)?);
+            summaries.push(c.summary.as_deref());
+            ats.push(c.at.as_deref());
+        }
+        if ordinals.is_empty() {
+            return Ok(());
+        }
+        self.exec(
+            "INSERT INTO source_compactions (run_pk, ordinal, after_seq, summary, at)
+             SELECT $1, o, a, s, t FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[]) AS x(o, a, s, t)",
+            &[&run, &ordinals, &afters, &summaries, &ats],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn origin(&mut self, run: i64) -> Result<Option<RunOrigin>, Error> {
+        self.one(
+            "SELECT o.source_key, o.path, o.format, o.source_session_id, p.id, o.models, o.first_at,
+                    o.last_at, o.redactions, o.skipped_lines, o.side_branches,
+                    o.side_branch_messages, o.source_messages, o.imported_at, o.updated_at
+             FROM run_origins o LEFT JOIN runs p ON p.pk = o.parent_run_pk WHERE o.run_pk = $1",
+            &[&run],
+            |r| r.origin(),
+        )
+        .await
+    }
+
+    async fn compactions(&mut self, run: i64) -> Result<Vec<CompactionEvent>, Error> {
+        let sql = "SELECT after_seq, summary, at FROM source_compactions WHERE run_pk = $1 ORDER BY ordinal";
+        self.all(sql, &[&run], |r| r.compaction()).await
+    }
+}
+
+/// An origin's counts, as one array parameter: redactions, skipped lines, side branches, their
+/// messages, source messages.
+fn counts(new: &NewOrigin<'_>) -> Result<Vec<i64>, Error> {
+    let o = new.origin;
+    [
+        o.redactions,
+        o.skipped_lines,
+        o.side_branches,
+        o.side_branch_messages,
+        new.messages,
+    ]
+    .into_iter()
+    .map(int)
+    .collect()
+}
