@@ -210,6 +210,7 @@ pub(crate) fn section(
         }
     }
     details["planning"] = planning_bar(rt, dir, &sizes, report, out)?;
+    details["growth"] = growth_bar(quick, report, out)?;
     match &ctx {
         Some(ctx) => details["peer"] = peer_bar(ctx, report, out)?,
         None => {
@@ -615,6 +616,69 @@ fn ratio_or_nan(s: &Share) -> f64 {
 
 // ---------------------------------------------------------------------------------------------
 // Bar 2: planning
+
+/// The growth report's replay (`GET /v1/runs/{id}/growth?strategy=sliding`, `baton report
+/// growth`) on a synthetic run of N and 4N messages: the time per message must not grow with
+/// the run (issue 20: it was quadratic, 13.6 s at 10,000 messages).
+fn growth_bar(quick: bool, report: &mut Report, out: &mut impl Write) -> anyhow::Result<Value> {
+    let small: u64 = if quick { 1_000 } else { 2_500 };
+    let big = small * 4;
+    let time = |n: u64| -> anyhow::Result<f64> {
+        let entries: Vec<Entry> = (1..=n)
+            .map(|s| {
+                let role = if s % 2 == 1 {
+                    baton_core::Role::User
+                } else {
+                    baton_core::Role::Assistant
+                };
+                let text = if s % 7 == 1 {
+                    format!("Do not touch /etc/app{s}.conf. Run cargo test -p app{s}. ")
+                } else {
+                    format!("Confirmed: the limit is {s} in src/limit{s}.rs. ")
+                };
+                Entry {
+                    seq: Seq(s),
+                    tokens: 50,
+                    message: Message::text(role, text.repeat(5)),
+                    created_at: baton_core::Timestamp(0),
+                }
+            })
+            .collect();
+        let (config, _) = configured("sliding", 8_000)?;
+        let mut how = Replay::new(RunId::new("growth")?, &config)?;
+        how.probes = false; // as the growth report replays
+        let start = Instant::now();
+        let r = replay(&entries, &how);
+        ensure!(!r.steps.is_empty(), "the growth replay made no steps");
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let (t_small, t_big) = (time(small)?, time(big)?);
+    let per_small = t_small / small as f64;
+    let per_big = t_big / big as f64;
+    let growth = per_big / per_small.max(f64::MIN_POSITIVE);
+    writeln!(
+        out,
+        "    growth report (sliding): {} messages {:.1} ms, {} messages {:.1} ms: time per message x{growth:.2} at 4x the length (linear: about 1)",
+        thousands(small as f64),
+        t_small * 1000.0,
+        thousands(big as f64),
+        t_big * 1000.0,
+    )?;
+    report.figure(
+        "growth_sliding_per_message_ratio",
+        format!(
+            "8 growth report sliding: time per message, {} vs {} messages",
+            thousands(big as f64),
+            thousands(small as f64)
+        ),
+        growth,
+        Unit::Ratio,
+        Some(Target::AtMost(2.0)),
+    );
+    Ok(
+        json!({ "messages": [small, big], "seconds": [t_small, t_big], "per_message_ratio": growth }),
+    )
+}
 
 /// One planning call as `baton_runtime::compact` makes it, up to the plan: its time, the plan's
 /// kind and the tail's length.

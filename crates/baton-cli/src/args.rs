@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// baton: durable, bounded context for LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "baton", version, about, propagate_version = true)]
+#[command(name = "baton", version = crate::settings::VERSION, about, propagate_version = true)]
 pub struct Cli {
     /// The store: a SQLite file path (or `sqlite://PATH`), or `postgres://…[?schema=NAME]`.
     /// Default: `$BATON_DB`, else `$XDG_DATA_HOME/baton/baton.db`, created on first use.
@@ -102,16 +102,31 @@ pub enum Command {
     /// The API keys of the HTTP service: create (printed once), list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (also elvish, powershell).
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Arguments of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed on the first line).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8700")]
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        env = "BATON_ADDR",
+        default_value = "127.0.0.1:8700"
+    )]
     pub addr: String,
     /// Log lines as JSON objects (one per line) instead of text.
-    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, value_name = "FORMAT", env = "BATON_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
     /// The largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
@@ -130,11 +145,24 @@ pub struct ServeArgs {
     pub upstream_anthropic: Option<String>,
     /// The tenant of gateway requests without an `x-baton-key` header (unset: such requests
     /// get 401). Their cached answers are shared only by callers with the same provider key.
-    #[arg(long, value_name = "TENANT")]
+    #[arg(long, value_name = "TENANT", env = "BATON_GATEWAY_TENANT")]
     pub gateway_tenant: Option<String>,
     /// How long the gateway serves a cached answer.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "24h")]
     pub cache_ttl: std::time::Duration,
+    /// How long a request's head may take once its first byte has arrived (the connection is
+    /// closed after it).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub header_read_timeout: std::time::Duration,
+    /// How long a connection with no request in flight may stay silent before it is closed.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub idle_timeout: std::time::Duration,
+    /// How long a request body may take to arrive whole (408 after it).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "20s")]
+    pub body_read_timeout: std::time::Duration,
+    /// The most connections served at once (the next ones are answered 503 and closed).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
 }
 
 /// `baton keys …`
@@ -386,7 +414,7 @@ pub enum RunsCommand {
 /// Arguments of `runs create`.
 #[derive(Debug, Args)]
 pub struct CreateRunArgs {
-    /// The run's id (letters, digits, `-`, `_`, `.`, `:`); generated when absent.
+    /// The run's id (letters, digits, `-`, `_`, `.`, `:`; not `.` or `..`); generated when absent.
     #[arg(long)]
     pub id: Option<String>,
     /// What the agent is trying to do.
@@ -443,9 +471,13 @@ pub struct RecallArgs {
         value_name = "SEQ|FROM..TO"
     )]
     pub what: Option<String>,
-    /// Find the messages containing this phrase (whole words, any case).
+    /// Find the messages containing this phrase (whole words, any case; a trailing `*` makes
+    /// the last word a prefix: `deplo*`). Prints one line per hit, around the match.
     #[arg(long, value_name = "PATTERN")]
     pub grep: Option<String>,
+    /// With --grep: print each hit's whole message instead of a line around the match.
+    #[arg(long, requires = "grep")]
+    pub full: bool,
     /// With --grep: look only in this kind of block.
     #[arg(long, value_enum, requires = "grep")]
     pub kind: Option<RecallKind>,

@@ -16,7 +16,7 @@ use baton_compact::config::CompactionConfig;
 use baton_compact::{Offline, Strategy, Summarizer};
 use baton_core::prices::{Price, PriceTable};
 use baton_core::tokens::TokenCounter;
-use baton_core::{RunId, Seq};
+use baton_core::{RunId, RunStatus, Seq};
 use baton_provider::scripted::{Script, ScriptedServer};
 use baton_provider::{Provider, Usage};
 use baton_runtime::agent::{Agent, Event, Observer, Settings, TurnEnd};
@@ -761,6 +761,14 @@ pub async fn run(env: &Env, args: ChatArgs, _out: &mut dyn Write) -> anyhow::Res
         Some(id) => {
             let id = RunId::new(id).map_err(|e| InvalidInput(format!("--run: {e}")))?;
             match env.store.run(&env.tenant, &id).await {
+                // Refused before any model call: a reply could never be stored.
+                Ok(run) if run.status != RunStatus::Active => {
+                    return Err(baton_store::Error::RunNotActive {
+                        run: run.id,
+                        status: run.status,
+                    }
+                    .into());
+                }
                 Ok(run) => run.id,
                 Err(
                     baton_store::Error::RunNotFound { .. }

@@ -63,6 +63,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
             return crate::database::migrate(cli.db.as_deref(), cli.json, out).await;
         }
         Command::Doctor => return crate::database::doctor(cli.db.as_deref(), cli.json, out).await,
+        Command::Completions(args) => return crate::settings::completions(args.shell, out),
         _ => {}
     }
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
@@ -126,6 +127,6 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         Command::Serve(args) => crate::serve::run(&env, args, out).await,
         Command::Keys(command) => crate::keys::run(&env, command, out).await,
-        Command::Migrate | Command::Doctor => Ok(()),
+        Command::Migrate | Command::Doctor | Command::Completions(_) => Ok(()),
     }
 }

@@ -8,6 +8,7 @@
 //! | 2 | usage error (unknown flag, missing argument) |
 //! | 3 | conflict: stale base (or stale cleared-results setting), run not active, run already exists, an import that would mix two histories; an operation's request mismatch, in progress, fenced out or failed |
 //! | 4 | invalid input: malformed message or candidate, invalid cut, invalid id, a search with no words, an unknown tokenizer, a bad configuration, a missing API key, a `--db` that is not a baton database |
+//! | N | `ops run`: a command that failed exits baton with the command's own code (127 and 126 when it cannot start, 128 + N after signal N) |
 //!
 //! Each cause in an error's chain is classified by [`classify`]; the first one that has a kind
 //! decides. The store's errors and rejections classify themselves (`Error::kind`,
@@ -191,6 +192,12 @@ pub fn code(err: &anyhow::Error) -> u8 {
     if err.chain().any(|c| c.is::<Usage>()) {
         return USAGE;
     }
+    if let Some(failed) = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::ops::CommandFailed>())
+    {
+        return failed.code;
+    }
     if err.chain().any(|c| c.is::<Reported>()) {
         return FAILURE;
     }
@@ -201,7 +208,10 @@ pub fn code(err: &anyhow::Error) -> u8 {
 /// operation a ledger conflict met beside it; nothing for an error the command has reported
 /// already.
 pub fn json(err: &anyhow::Error) -> Option<ErrorView> {
-    if err.chain().any(|c| c.is::<Reported>()) {
+    if err
+        .chain()
+        .any(|c| c.is::<Reported>() || c.is::<crate::ops::CommandFailed>())
+    {
         return None;
     }
     if err.chain().any(|c| c.is::<Usage>()) {

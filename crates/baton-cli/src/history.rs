@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::args::{AppendArgs, HistoryArgs, RecallArgs, RecallKind};
 use crate::env::{Env, print_json, run_id};
-use crate::exit::{InvalidInput, Reported};
+use crate::exit::{InvalidInput, Reported, Usage};
 
 /// Reads JSONL messages; any bad line rejects the whole batch, naming the line.
 fn read_messages(reader: impl BufRead, source: &str) -> anyhow::Result<Vec<Message>> {
@@ -168,12 +168,18 @@ pub async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyho
             .await?;
         let map = ProtocolMap::analyze(Seq::ZERO, &window);
         let problems = map.problems();
+        let entries = env
+            .store
+            .read_range(&env.tenant, &run, Seq(1), None)
+            .await?;
+        let between = crate::check::user_between(&entries);
         if env.json {
-            print_json(
-                out,
-                &json!({ "messages": window.len(), "problems": problems }),
-            )?;
-        } else if problems.is_empty() {
+            let mut all = serde_json::to_value(problems)?;
+            if let Some(list) = all.as_array_mut() {
+                list.extend(between.iter().filter_map(|b| serde_json::to_value(b).ok()));
+            }
+            print_json(out, &json!({ "messages": window.len(), "problems": all }))?;
+        } else if problems.is_empty() && between.is_empty() {
             writeln!(out, "ok: {} messages, every tool call paired", window.len())?;
         } else {
             for problem in problems {
@@ -197,11 +203,18 @@ pub async fn history(env: &Env, args: HistoryArgs, out: &mut dyn Write) -> anyho
                 };
                 writeln!(out, "{line}")?;
             }
+            for b in &between {
+                let (seq, id) = (b.seq, &b.tool_use_id);
+                writeln!(
+                    out,
+                    "seq {seq}: a user message between tool_use {id} and its tool_result"
+                )?;
+            }
         }
-        if !problems.is_empty() {
+        if !problems.is_empty() || !between.is_empty() {
             return Err(Reported(format!(
                 "history check: {} tool-pairing problem(s) in run {run}",
-                problems.len()
+                problems.len() + between.len()
             ))
             .into());
         }
@@ -249,6 +262,88 @@ fn parse_recall_range(what: &str) -> anyhow::Result<(Seq, Option<Seq>)> {
 }
 
 /// One entry in full, for people: a header line, then every block whole.
+/// What `recall --grep` says when nothing matched: when the words' prefix form would have
+/// matched (the store says so, as `Found::prefix_form`), that form and how to ask for it.
+fn no_match(
+    run: &baton_core::RunId,
+    pattern: &str,
+    prefix_form: Option<&str>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let pattern = pattern.trim();
+    match prefix_form {
+        Some(form) => writeln!(
+            out,
+            "no whole-word match for {pattern:?} in run {run}; words starting with it match: try --grep '{form}'"
+        )?,
+        None => writeln!(out, "no message of run {run} matches {pattern:?}")?,
+    }
+    Ok(())
+}
+
+/// The most characters of a hit's line `recall --grep` prints.
+const SNIPPET_CHARS: usize = 160;
+
+/// One line of a hit for `recall --grep`: the first line of the message's searchable text (of
+/// the kind searched) that holds the pattern's first word, cut to about [`SNIPPET_CHARS`]
+/// characters around it; the message's first line when no line holds it as written (the
+/// index folds case and diacritics, this only case).
+fn snippet(message: &Message, kind: Option<SearchKind>, pattern: &str) -> String {
+    let word: String = pattern
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_lowercase();
+    let texts: Vec<String> = baton_store::search_texts(message)
+        .into_iter()
+        .filter(|(k, _)| kind.is_none_or(|kind| kind == *k))
+        .map(|(_, text)| text)
+        .collect();
+    let lines = || {
+        texts
+            .iter()
+            .flat_map(|t| t.lines())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+    };
+    let found = lines().find_map(|line| find_ignoring_case(line, &word).map(|at| (line, at)));
+    let (line, at) = match found {
+        Some(hit) => hit,
+        None => (lines().next().unwrap_or(""), 0),
+    };
+    cut_around(line, at, SNIPPET_CHARS)
+}
+
+/// The byte offset of `word` (lowercase) in `line`, ignoring ASCII case; for a word with other
+/// letters, as written.
+fn find_ignoring_case(line: &str, word: &str) -> Option<usize> {
+    if word.is_empty() {
+        return None;
+    }
+    if !word.is_ascii() {
+        return line.find(word);
+    }
+    let (hay, needle) = (line.as_bytes(), word.as_bytes());
+    hay.windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+        .filter(|&at| line.is_char_boundary(at))
+}
+
+/// At most `max` characters of `line` around byte `at`, a third of them before it, with `…`
+/// where it was cut.
+fn cut_around(line: &str, at: usize, max: usize) -> String {
+    let before = line[..at].chars().count();
+    let total = line.chars().count();
+    if total <= max {
+        return line.to_owned();
+    }
+    let start = before.saturating_sub(max / 3).min(total - max);
+    let text: String = line.chars().skip(start).take(max).collect();
+    let lead = if start > 0 { "…" } else { "" };
+    let tail = if start + max < total { "…" } else { "" };
+    format!("{lead}{text}{tail}")
+}
+
 fn print_full_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
     writeln!(
         out,
@@ -288,20 +383,43 @@ fn print_full_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
 
 /// `baton recall`.
 pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    if args.full && args.grep.is_none() {
+        return Err(Usage(
+            "recall: --full goes with --grep (a seq or a range prints whole messages)".into(),
+        )
+        .into());
+    }
     let run = run_id(&args.run)?;
+    let kind = args.kind.map(|k| match k {
+        RecallKind::Text => SearchKind::Text,
+        RecallKind::ToolUse => SearchKind::ToolUse,
+        RecallKind::ToolResult => SearchKind::ToolResult,
+    });
     let entries = match (&args.grep, &args.what) {
         (Some(pattern), _) => {
-            let kind = args.kind.map(|k| match k {
-                RecallKind::Text => SearchKind::Text,
-                RecallKind::ToolUse => SearchKind::ToolUse,
-                RecallKind::ToolResult => SearchKind::ToolResult,
-            });
             let query = SearchQuery {
                 pattern: pattern.clone(),
                 kind,
                 limit: args.limit,
             };
-            env.store.search(&env.tenant, &run, &query).await?.entries
+            let found = env.store.search(&env.tenant, &run, &query).await?;
+            let entries = found.entries;
+            if entries.is_empty() && !env.json {
+                return no_match(&run, pattern, found.prefix_form.as_deref(), out);
+            }
+            if !args.full && !env.json {
+                for entry in &entries {
+                    let line = snippet(&entry.message, kind, pattern);
+                    writeln!(
+                        out,
+                        "seq {} · {}: {line}",
+                        entry.seq,
+                        entry.message.role.as_str()
+                    )?;
+                }
+                return Ok(());
+            }
+            entries
         }
         (None, Some(what)) => {
             let (from, to) = parse_recall_range(what)?;

@@ -6,6 +6,7 @@
 mod args;
 mod call;
 mod chat;
+mod check;
 mod compaction;
 mod context;
 mod database;
@@ -22,16 +23,31 @@ mod ops;
 mod pins;
 mod runs;
 mod serve;
+mod settings;
 mod summary;
+mod supervise;
 mod usage;
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    if let Some(code) = supervise::from_args() {
+        return code;
+    }
+    let parsed = match settings::parse() {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            // The configuration file is invalid: with --json, also the one object on stdout.
+            if json_asked()
+                && let Some(view) = exit::json(&err)
+            {
+                print_error_json(&serde_json::to_value(view).unwrap_or_default());
+            }
+            return fail(&err);
+        }
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             if !err.use_stderr() {
@@ -116,8 +132,11 @@ fn init_tracing(cli: &args::Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a person at a terminal, and never with NO_COLOR set.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
         builder

@@ -19,10 +19,63 @@ use tokio::io::AsyncReadExt as _;
 
 use crate::args::{OpsBeginArgs, OpsCommand, OpsRunArgs};
 use crate::env::{Env, print_json};
-use crate::exit::{InvalidInput, NotFound, OpConflict, Reported};
+use crate::exit::{InvalidInput, NotFound, OpConflict};
 
-/// The most of a command's stdout kept as its result.
-const RESULT_CAP: usize = 1 << 20;
+/// The most of a command's stdout kept as its result (64 KiB); past it the result says the
+/// output was truncated and how long it was.
+pub const RESULT_CAP: usize = 64 * 1024;
+
+/// The most of a command's stderr read for its error: its end.
+const ERROR_CAP: usize = 4 * 1024;
+
+/// A command run by `ops run` that failed: baton exits with the command's own code.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CommandFailed {
+    /// The command's exit code (128 + N after signal N).
+    pub code: u8,
+    /// What happened.
+    pub message: String,
+}
+
+/// What a successful command's stdout is stored as: its JSON when it is JSON and whole, else
+/// `{"stdout": text}`, with `"truncated": true` and `"stdout_bytes"` past [`RESULT_CAP`].
+fn stored_output(stdout: &[u8], more: u64) -> Value {
+    if stdout.len() <= RESULT_CAP {
+        let text = String::from_utf8_lossy(stdout).trim().to_owned();
+        return serde_json::from_str::<Value>(&text).unwrap_or_else(|_| json!({ "stdout": text }));
+    }
+    let mut cut = RESULT_CAP;
+    while cut > 0 && std::str::from_utf8(&stdout[..cut]).is_err() {
+        cut -= 1;
+    }
+    let text = String::from_utf8_lossy(&stdout[..cut]).into_owned();
+    json!({ "stdout": text, "truncated": true, "stdout_bytes": stdout.len() as u64 + more })
+}
+
+/// Records the command's failure under `fence`.
+async fn publish_failure(
+    env: &Env,
+    args: &OpsRunArgs,
+    fence: u64,
+    error: &str,
+) -> anyhow::Result<Result<Operation, Fenced>> {
+    let error: String = error.chars().take(ERROR_CAP).collect();
+    Ok(env
+        .store
+        .publish(
+            &env.tenant,
+            &args.key,
+            fence,
+            Publish::Fail {
+                error: &error,
+                retryable: args.retryable,
+            },
+            args.paid,
+            Timestamp::now(),
+        )
+        .await?)
+}
 
 /// Runs one `baton ops` command.
 pub async fn run(env: &Env, command: OpsCommand, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -326,35 +379,70 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
         return report_begin(env, &args.key, &begun, out);
     };
     let fence = operation.fence;
-    let mut child = tokio::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .env("BATON_OP_KEY", &args.key)
-        .env("BATON_FENCE", fence.to_string())
-        .env(
-            "BATON_IDEMPOTENCY_KEY",
-            downstream_key(&env.tenant, &args.key),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {:?}", args.command[0]))?;
+    // The command runs under a supervisor (this binary, see `supervise`) that kills the
+    // command's whole process group when baton dies, so no copy outlives its lease holder.
+    let supervisor = std::env::current_exe()
+        .context("finding the baton binary to supervise the command")
+        .and_then(|exe| {
+            tokio::process::Command::new(exe)
+                .arg(crate::supervise::ARG)
+                .arg(std::process::id().to_string())
+                .arg("--")
+                .args(&args.command)
+                .env("BATON_OP_KEY", &args.key)
+                .env("BATON_FENCE", fence.to_string())
+                .env(
+                    "BATON_IDEMPOTENCY_KEY",
+                    downstream_key(&env.tenant, &args.key),
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .context("starting the command's supervisor")
+        });
+    let mut child = match supervisor {
+        Ok(child) => child,
+        Err(e) => {
+            // Recorded at once: the key must not stay running until its lease ends.
+            let error = format!("{e:#}");
+            let _ = publish_failure(env, &args, fence, &error).await?;
+            return Err(e.context(format!("operation {:?}", args.key)));
+        }
+    };
     let mut stdout = child.stdout.take().context("the command's stdout")?;
     let mut stderr = child.stderr.take().context("the command's stderr")?;
     let read_out = async {
         let mut buf = Vec::new();
         let _ = (&mut stdout)
-            .take(RESULT_CAP as u64)
+            .take(RESULT_CAP as u64 + 1)
             .read_to_end(&mut buf)
             .await;
-        let _ = tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await;
-        buf
+        let rest = tokio::io::copy(&mut stdout, &mut tokio::io::sink())
+            .await
+            .unwrap_or(0);
+        (buf, rest)
     };
     let read_err = async {
-        let mut buf = Vec::new();
-        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf).await;
-        let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
-        buf
+        // The end of stderr says why a command failed: keep its last ERROR_CAP bytes.
+        let mut tail: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match stderr.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    tail.extend_from_slice(&chunk[..n]);
+                    if tail.len() > 2 * ERROR_CAP {
+                        tail.drain(..tail.len() - ERROR_CAP);
+                    }
+                }
+            }
+        }
+        if tail.len() > ERROR_CAP {
+            tail.drain(..tail.len() - ERROR_CAP);
+        }
+        tail
     };
     let work = async {
         let (o, e, status) = tokio::join!(read_out, read_err, child.wait());
@@ -363,7 +451,7 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
     tokio::pin!(work);
     let mut beat = tokio::time::interval(args.lease / 3);
     beat.tick().await;
-    let (stdout, stderr, status) = loop {
+    let ((stdout, more), stderr, status) = loop {
         tokio::select! {
             done = &mut work => break done,
             _ = beat.tick() => {
@@ -374,10 +462,8 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
         }
     };
     let status = status.context("waiting for the command")?;
-    let text = String::from_utf8_lossy(&stdout).trim().to_owned();
     let published = if status.success() {
-        let result =
-            serde_json::from_str::<Value>(&text).unwrap_or_else(|_| json!({ "stdout": text }));
+        let result = stored_output(&stdout, more);
         env.store
             .publish(
                 &env.tenant,
@@ -389,33 +475,22 @@ async fn run_command(env: &Env, args: OpsRunArgs, out: &mut dyn Write) -> anyhow
             )
             .await?
     } else {
-        let tail = String::from_utf8_lossy(&stderr);
+        let code = crate::supervise::exit_code(&status);
+        // Bytes that are not UTF-8 and NUL characters (which the store does not keep in an
+        // error) become U+FFFD, so a command's failure is always recorded.
+        let tail = String::from_utf8_lossy(&stderr).replace('\0', "\u{fffd}");
         let error = format!(
-            "{} ({})",
-            tail.trim().lines().last().unwrap_or("no output on stderr"),
-            status
+            "{} (exit status {code})",
+            tail.trim().lines().last().unwrap_or("no output on stderr")
         );
-        let r = env
-            .store
-            .publish(
-                &env.tenant,
-                &args.key,
-                fence,
-                Publish::Fail {
-                    error: &error,
-                    retryable: args.retryable,
-                },
-                args.paid,
-                Timestamp::now(),
-            )
-            .await?;
+        let r = publish_failure(env, &args, fence, &error).await?;
         if r.is_ok() {
             // The failure is recorded and printed (with --json, as the operation's one object).
             fenced(env, &args.key, r, out)?;
-            return Err(Reported(format!(
-                "operation {:?}: the command failed: {error}",
-                args.key
-            ))
+            return Err(CommandFailed {
+                code,
+                message: format!("operation {:?}: the command failed: {error}", args.key),
+            }
             .into());
         }
         r

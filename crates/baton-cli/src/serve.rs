@@ -30,9 +30,24 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
             .transpose()
             .map_err(|e| InvalidInput(format!("--gateway-tenant: {e}")))?,
         cache_ttl: args.cache_ttl,
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        body_read_timeout: args.body_read_timeout,
+        max_connections: args.max_connections,
     };
-    if config.cache_ttl.is_zero() {
-        return Err(InvalidInput("--cache-ttl: must be more than 0".into()).into());
+    for (flag, value) in [
+        ("--cache-ttl", config.cache_ttl),
+        ("--header-read-timeout", config.header_read_timeout),
+        ("--idle-timeout", config.idle_timeout),
+        ("--body-read-timeout", config.body_read_timeout),
+        ("--request-timeout", config.request_timeout),
+    ] {
+        if value.is_zero() {
+            return Err(InvalidInput(format!("{flag}: must be more than 0")).into());
+        }
+    }
+    if config.max_connections == 0 {
+        return Err(InvalidInput("--max-connections: must be at least 1".into()).into());
     }
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await

@@ -38,6 +38,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -296,6 +297,27 @@ impl Target for Memory<'_> {
 
 /// Replays `entries` (a whole run's history, in seq order) under `config`.
 pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
+    let never = AtomicBool::new(false);
+    let (report, _) = replay_inner(entries, config, &never);
+    report
+}
+
+/// [`replay`], stopped early when `cancel` is set: the loop looks at the flag before every
+/// model call, so work whose caller has gone (a request that was dropped, timed out) ends
+/// within one step instead of running to the end. `None` when it was cancelled.
+pub fn replay_unless(
+    entries: &[Entry],
+    config: &Replay,
+    cancel: &AtomicBool,
+) -> Option<ReplayReport> {
+    match replay_inner(entries, config, cancel) {
+        (report, true) => Some(report),
+        (_, false) => None,
+    }
+}
+
+/// The replay and whether it ran to the end.
+fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (ReplayReport, bool) {
     let started = Instant::now();
     let strategy = &*config.strategy;
     let executor = Executor {
@@ -332,7 +354,7 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
     };
     if report.needs_model {
         report.duration = started.elapsed();
-        return report;
+        return (report, true);
     }
     let metas: Vec<EntryMeta> = entries.iter().map(EntryMeta::of).collect();
     let memory = Memory {
@@ -366,6 +388,9 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
     full += fixed;
     for (i, entry) in entries.iter().enumerate() {
         if entry.message.role == Role::Assistant && i > 0 {
+            if cancel.load(Ordering::Relaxed) {
+                return (report, false);
+            }
             memory.held().visible = i;
             let mut compacted = false;
             if compacts && calls.is_multiple_of(config.every.max(1)) {
@@ -432,7 +457,7 @@ pub fn replay(entries: &[Entry], config: &Replay) -> ReplayReport {
     report.reduction =
         1.0 - report.total_input_tokens as f64 / report.total_full_tokens.max(1) as f64;
     report.duration = started.elapsed();
-    report
+    (report, true)
 }
 
 /// The context the run in memory would send now, clipped to `budget` when given.

@@ -11,7 +11,10 @@ pub const MAX_ID_LEN: usize = 128;
 
 fn check_id(what: &'static str, value: &str) -> Result<(), Error> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
-    if value.is_empty() || value.len() > MAX_ID_LEN || !value.chars().all(valid_char) {
+    // `.` and `..` are path segments to every URL and file-path client: no ordinary client
+    // can address a run or tenant named so.
+    let dots = matches!(value, "." | "..");
+    if value.is_empty() || value.len() > MAX_ID_LEN || dots || !value.chars().all(valid_char) {
         return Err(Error::InvalidId {
             what,
             value: value.chars().take(MAX_ID_LEN + 8).collect(),
@@ -28,7 +31,8 @@ macro_rules! string_id {
         pub struct $name(String);
 
         impl $name {
-            /// Validates `value`: 1 to 128 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`.
+            /// Validates `value`: 1 to 128 bytes of ASCII letters, digits, `-`, `_`, `.` or `:`,
+            /// other than `.` and `..`.
             pub fn new(value: impl Into<String>) -> Result<Self, Error> {
                 let value = value.into();
                 check_id($what, &value)?;
@@ -241,6 +245,14 @@ mod tests {
         assert!(RunId::new("").is_err());
         assert!(RunId::new("a b").is_err());
         assert!(RunId::new("x".repeat(129)).is_err());
+        // Issue 20 item 7: path segments no client can address.
+        for dots in [".", ".."] {
+            let err = RunId::new(dots).unwrap_err().to_string();
+            assert!(err.contains("other than '.' and '..'"), "{err}");
+            assert!(TenantId::new(dots).is_err());
+        }
+        assert!(RunId::new("...").is_ok());
+        assert!(RunId::new(".hidden").is_ok());
         let err = TenantId::new("no/slash").unwrap_err().to_string();
         assert!(
             err.contains("tenant id") && err.contains("no/slash"),

@@ -41,14 +41,23 @@ pub use record::{Cleared, Entry, EntryMeta, Run, RunStatus, Summary};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An id that is empty, too long or has characters outside `[A-Za-z0-9._:-]`.
+    /// An id that is empty, too long, `.` or `..`, or has characters outside `[A-Za-z0-9._:-]`.
     #[error(
-        "invalid {what} {value:?}: expected 1 to 128 characters of letters, digits, '-', '_', '.' or ':'"
+        "invalid {what} {value:?}: expected 1 to 128 characters of letters, digits, '-', '_', '.' or ':', other than '.' and '..'"
     )]
     InvalidId {
         /// Which kind of id.
         what: &'static str,
         /// The offending value (truncated).
         value: String,
+    },
+    /// A number a caller gave (an id, a seq, a count) past what a store can hold: the
+    /// databases' integers are signed 64-bit.
+    #[error("{what} {value} is out of range: at most {max} is accepted", max = i64::MAX)]
+    OutOfRange {
+        /// What the number is.
+        what: &'static str,
+        /// The offending value.
+        value: u64,
     },
 }

@@ -60,6 +60,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
         let caller = authenticate(state, bearer(&parts.headers)).await?;
+        tracing::Span::current().record("tenant", caller.tenant.as_str());
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }

@@ -61,6 +61,7 @@ mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -205,6 +206,7 @@ async fn prepare(
 ) -> Result<(Arc<Call>, Option<String>), Problem> {
     let vendor = vendor(format);
     let (tenant, shared_tenant) = tenant(&state, headers).await?;
+    tracing::Span::current().record("tenant", tenant.as_str());
     let (base, flag, path) = match format {
         Format::OpenAi => (
             state.config.upstream_openai.as_deref(),
@@ -399,8 +401,23 @@ fn fingerprint(headers: &HeaderMap, credentials: &[&str]) -> String {
 /// Runs the call on a task of its own and answers: live when this caller leads a stream,
 /// otherwise with the recorded response, the upstream's error or a problem.
 async fn answer(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
+    let span = tracing::Span::current();
+    span.record("model", call.model.as_str());
+    let response = answer_inner(call, idempotency).await;
+    if let Some(outcome) = response
+        .headers()
+        .get(CACHE_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        span.record("cache", outcome);
+    }
+    response
+}
+
+async fn answer_inner(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
     let (live_tx, live_rx) = oneshot::channel::<Live>();
-    let task = tokio::spawn(run(call.clone(), live_tx, idempotency));
+    let led = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(run(call.clone(), live_tx, idempotency, led.clone()));
     if let Ok(live) = live_rx.await {
         let outcome = executed(&call.policy);
         call.state.metrics.cache(outcome);
@@ -420,7 +437,14 @@ async fn answer(call: Arc<Call>, idempotency: Option<Idempotency>) -> Response {
             }
             recorded_response(answered.value, outcome)
         }
-        Ok(Err(err)) => error_response(&err),
+        Ok(Err(err)) => {
+            // A caller that never ran the upstream call shared a leader's failure.
+            let outcome = match led.load(Ordering::Relaxed) {
+                true => "miss",
+                false => "coalesced",
+            };
+            error_response(&err, outcome)
+        }
         Err(join) => Problem::internal(&join).into_response(),
     }
 }
@@ -437,10 +461,12 @@ async fn run(
     call: Arc<Call>,
     live: oneshot::Sender<Live>,
     idempotency: Option<Idempotency>,
+    led: Arc<AtomicBool>,
 ) -> Result<Answered<Recorded>, CallError> {
     let held = Held::default();
     let request = call.request();
     let through_cache = call.cache.call(&request, &call.policy, || {
+        led.store(true, Ordering::Relaxed);
         upstream::fetch(&call, Some(live), &held)
     });
     let Some(idempotency) = idempotency else {
@@ -490,8 +516,9 @@ fn recorded_response(recorded: Recorded, outcome: &'static str) -> Response {
     response
 }
 
-/// A failed call: the upstream's own error response, or a problem.
-fn error_response(err: &CallError) -> Response {
+/// A failed call: the upstream's own error response, or a problem; `outcome` is `miss` for
+/// the caller that made the call, `coalesced` for one that shared its failure.
+fn error_response(err: &CallError, outcome: &'static str) -> Response {
     let problem = match err {
         CallError::Upstream(cause) => match cause.downcast_ref::<UpstreamError>() {
             Some(UpstreamError::Status {
@@ -509,7 +536,7 @@ fn error_response(err: &CallError) -> Response {
                 if let Some(value) = retry_after {
                     headers.insert(header::RETRY_AFTER, value.clone());
                 }
-                headers.insert(CACHE_HEADER, HeaderValue::from_static("miss"));
+                headers.insert(CACHE_HEADER, HeaderValue::from_static(outcome));
                 return response;
             }
             Some(upstream) => upstream.problem(),
@@ -543,6 +570,6 @@ fn error_response(err: &CallError) -> Response {
     let mut response = problem.into_response();
     response
         .headers_mut()
-        .insert(CACHE_HEADER, HeaderValue::from_static("miss"));
+        .insert(CACHE_HEADER, HeaderValue::from_static(outcome));
     response
 }

@@ -9,10 +9,13 @@
 //! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
 //!   draining), `/metrics` (`metrics`).
 //!
-//! Around every route: a request id (`x-request-id`, kept from the caller when given, else a
-//! UUIDv7, echoed on the response and in every log line of the request), a body limit, a
-//! timeout for API routes, and problem+json for every error (`problem`), also for a route or
-//! method that does not exist. Logs never carry headers, so no key reaches them.
+//! Around every route: a request id (`x-request-id`, kept from the caller when given, cut to
+//! 128 safe characters, else a UUIDv7, echoed on the response and in every log line of the
+//! request), a body limit (413 at once on a declared length over it) and a body deadline (408)
+//! (`limits`), a timeout for API routes, and problem+json for every error (`problem`), also
+//! for a route or method that does not exist and for what hyper rejects before any route.
+//! Connections have a header-read and an idle timeout and a cap (`conn`). Logs never carry
+//! headers, so no key reaches them.
 //!
 //! The public API is [`app`] (the router, for embedding), [`serve`] (the router on a listener
 //! until shutdown), [`Config`] and [`AppState`]; everything else is the service's own. The
@@ -21,7 +24,9 @@
 
 mod api;
 mod auth;
+mod conn;
 mod gateway;
+mod limits;
 mod metrics;
 mod problem;
 mod state;
@@ -38,7 +43,7 @@ use axum::routing::get;
 use baton_store::keys::KeyHash;
 use serde_json::json;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnRequest, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnRequest, TraceLayer};
 
 pub use state::{AppState, Config};
 
@@ -76,45 +81,55 @@ pub fn app(state: Arc<AppState>) -> Router {
             state.clone(),
             metrics::track,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), limits::body))
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
             TraceLayer::new_for_http()
                 .on_request(DefaultOnRequest::new().level(tracing::Level::DEBUG))
-                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
+                .on_response(
+                    |response: &Response, latency: std::time::Duration, _: &tracing::Span| {
+                        // Latency as a number, so a JSON log is queried without parsing units.
+                        tracing::info!(
+                            status = response.status().as_u16(),
+                            latency_ms = latency.as_secs_f64() * 1000.0,
+                            "finished processing request"
+                        );
+                    },
+                )
                 .make_span_with(|request: &Request| {
                     let id = request
                         .headers()
                         .get(REQUEST_ID)
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("-");
+                    // `route`, `tenant`, `cache` and `model` are recorded once known.
                     tracing::info_span!(
                         "request",
                         request_id = %id,
                         method = %request.method(),
                         path = %request.uri().path(),
+                        route = tracing::field::Empty,
+                        tenant = tracing::field::Empty,
+                        cache = tracing::field::Empty,
+                        model = tracing::field::Empty,
                     )
                 }),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(middleware::from_fn(limits::request_id))
         .with_state(state)
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then stops taking connections and
-/// lets the requests in flight finish (each one's store writes are whole or absent).
+/// lets the requests in flight finish (each one's store writes are whole or absent). Each
+/// connection lives by the configured timeouts and cap (see `conn`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let draining = state.clone();
-    let served = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            draining.drain();
-            tracing::info!("shutting down: finishing the requests in flight");
-        })
-        .await;
+    let served = conn::serve(listener, state.clone(), app(state.clone()), shutdown).await;
     // The requests have finished; their call-log lines may still be queued.
     state.flush_logs().await;
     served

@@ -1,5 +1,8 @@
-//! `/metrics`: Prometheus text (OpenMetrics 1.0) from a registry of this server's own, never a
-//! global one, so several servers in one process (the tests) count apart.
+//! `/metrics`: from a registry of this server's own, never a global one, so several servers in
+//! one process (the tests) count apart. The format follows `Accept`: OpenMetrics 1.0 when the
+//! scraper asks for `application/openmetrics-text` (as Prometheus itself does), else the
+//! Prometheus text format 0.0.4 that `promtool check metrics` and older scrapers read. Every
+//! outcome of the cache, the ledger's conflicts and the compactions is there from the start, at 0.
 //!
 //! - `baton_http_requests_total{route,method,status}` and
 //!   `baton_http_request_duration_seconds{route,method}` (the route is the matched template,
@@ -15,12 +18,13 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -64,6 +68,7 @@ pub struct Metrics {
     ledger_conflicts: Family<Code, Counter>,
     compactions: Family<Outcome, Counter>,
     tokens_saved: Family<Source, Counter>,
+    blocking: Gauge,
 }
 
 impl Default for Metrics {
@@ -115,8 +120,35 @@ impl Metrics {
             "Input tokens not sent upstream: by the cache (hits, coalesced calls) and by compaction",
             tokens_saved.clone(),
         );
+        let blocking = Gauge::default();
+        registry.register(
+            "blocking_tasks",
+            "CPU work running on the blocking pool (growth reports); it stops when its request is gone",
+            blocking.clone(),
+        );
+        for outcome in ["hit", "miss", "coalesced", "bypass"] {
+            let _ = cache.get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            });
+        }
+        for code in ["mismatch", "in_progress", "fenced_out", "failed"] {
+            let _ = ledger_conflicts.get_or_create(&Code {
+                code: code.to_owned(),
+            });
+        }
+        for outcome in ["kept", "refused", "planned", "compacted", "conflict"] {
+            let _ = compactions.get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            });
+        }
+        for source in ["cache", "compaction"] {
+            let _ = tokens_saved.get_or_create(&Source {
+                source: source.to_owned(),
+            });
+        }
         Metrics {
             registry,
+            blocking,
             requests,
             latency,
             cache,
@@ -162,6 +194,11 @@ impl Metrics {
             .inc_by(tokens);
     }
 
+    /// The gauge of CPU work running on the blocking pool.
+    pub fn blocking_tasks(&self) -> Gauge {
+        self.blocking.clone()
+    }
+
     /// The registry as Prometheus text.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
@@ -177,6 +214,7 @@ pub async fn track(State(state): State<Arc<AppState>>, request: Request, next: N
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    tracing::Span::current().record("route", route.as_str());
     let method = request.method().as_str().to_owned();
     let response = next.run(request).await;
     let metrics = &state.metrics;
@@ -198,17 +236,59 @@ pub async fn track(State(state): State<Arc<AppState>>, request: Request, next: N
     response
 }
 
+/// The registry in the Prometheus text format 0.0.4: OpenMetrics without its `# EOF` and
+/// `# UNIT` lines, and with each counter's `# HELP`/`# TYPE` named as its samples are
+/// (`…_total`), which is how the older format names a counter.
+pub fn prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(line) => out.push_str(&line),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `GET /metrics`.
-pub async fn scrape(State(state): State<Arc<AppState>>) -> Response {
+pub async fn scrape(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
     match state.metrics.encode() {
         Ok(text) => {
-            let mut response = Body::from(text).into_response();
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(
+            let (text, content_type) = match openmetrics {
+                true => (
+                    text,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 ),
-            );
+                false => (
+                    prometheus_text(&text),
+                    "text/plain; version=0.0.4; charset=utf-8",
+                ),
+            };
+            let mut response = Body::from(text).into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             response
         }
         Err(e) => Problem::internal(&e).into_response(),

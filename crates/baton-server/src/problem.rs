@@ -363,5 +363,36 @@ pub async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> P
     )
 }
 
+/// The problem of a request rejected before any route saw it: hyper could not parse it, so
+/// only its status is known (`crate::conn` sends this in place of hyper's empty answer).
+pub fn before_router(status: StatusCode) -> Problem {
+    match status {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => Problem::new(
+            status,
+            "headers-too-large",
+            "Request header fields too large",
+            "the request's header block is too large or has too many fields (at most 100)",
+        ),
+        StatusCode::URI_TOO_LONG => Problem::new(
+            status,
+            "uri-too-long",
+            "URI too long",
+            "the request's target is longer than the server accepts (64 KiB)",
+        ),
+        StatusCode::BAD_REQUEST => Problem::new(
+            status,
+            "malformed-request",
+            "Malformed request",
+            "the request is not valid HTTP/1.1: a method, target, version or header holds a byte HTTP does not allow (a path must be ASCII, other bytes percent-encoded)",
+        ),
+        _ => Problem::new(
+            status,
+            "rejected",
+            "Rejected",
+            format!("the request was rejected before it was read whole ({status})"),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests;

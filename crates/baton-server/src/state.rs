@@ -29,6 +29,15 @@ pub struct Config {
     pub gateway_tenant: Option<TenantId>,
     /// How long the gateway's cached answers are served.
     pub cache_ttl: Duration,
+    /// How long a request's head may take to arrive once its first byte has (the connection
+    /// is closed after it).
+    pub header_read_timeout: Duration,
+    /// How long a connection with no request in flight may send nothing before it is closed.
+    pub idle_timeout: Duration,
+    /// How long a request's body may take to arrive whole once the handler reads it (408).
+    pub body_read_timeout: Duration,
+    /// The most connections served at once; the next ones are answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -41,6 +50,10 @@ impl Default for Config {
             upstream_anthropic: None,
             gateway_tenant: None,
             cache_ttl: baton_cache::DEFAULT_TTL,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(20),
+            max_connections: 1024,
         }
     }
 }
@@ -107,6 +120,34 @@ impl AppState {
         for cache in caches {
             cache.flush_log().await;
         }
+    }
+
+    /// Runs CPU-bound `work` on the blocking pool and waits for it. `work` is handed a flag
+    /// that is set when the waiting future is dropped (the client hung up, the request timed
+    /// out), and must stop soon after it is set, returning `None`: work in `spawn_blocking`
+    /// cannot be cancelled from outside, so without the flag N abandoned requests would keep N
+    /// cores busy. The `baton_blocking_tasks` gauge counts the work running.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&AtomicBool) -> Option<T> + Send + 'static,
+    ) -> Result<Option<T>, tokio::task::JoinError> {
+        /// Sets the flag when dropped: when the request's future goes away.
+        struct CancelOnDrop(Arc<AtomicBool>);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        let gauge = self.metrics.blocking_tasks();
+        tokio::task::spawn_blocking(move || {
+            gauge.inc();
+            let done = work(&cancel);
+            gauge.dec();
+            done
+        })
+        .await
     }
 
     /// Marks the server as shutting down: `/readyz` answers 503 from now on.

@@ -848,10 +848,15 @@ pub trait Row {
     }
 }
 
-/// A count or seq as the databases' signed 64-bit integer.
+/// A count, seq or id as the databases' signed 64-bit integer. Past that range it came from a
+/// caller (nothing stored can be), so it is invalid input, not a corrupt store (issue 20 item
+/// 4): `baton_core::Error::OutOfRange`, kind invalid, code `out_of_range`.
 pub fn int(value: u64) -> Result<i64, Error> {
-    i64::try_from(value).map_err(|_| Error::Corrupt {
-        what: format!("value {value} exceeds the database's integer range"),
+    i64::try_from(value).map_err(|_| {
+        Error::InvalidId(baton_core::Error::OutOfRange {
+            what: "number",
+            value,
+        })
     })
 }
 

@@ -545,6 +545,12 @@ impl<B: Backend> Store for B {
         id: SummaryId,
         base: Option<SummaryId>,
     ) -> Result<Install, Error> {
+        // Ids past the databases' range can only be a caller's: invalid input, not a stale
+        // base or a missing version (issue 20 item 4).
+        crate::backend::int(id.0)?;
+        if let Some(base) = base {
+            crate::backend::int(base.0)?;
+        }
         let (tenant, run) = (tenant.clone(), run.clone());
         self.write(job!(|tx| {
             let row = lock(tx, &tenant, &run).await?;

@@ -21,7 +21,10 @@
 //!   upgraded.
 //! - [`Error::InvalidId`] is [`ErrorKind::Internal`]: a caller's ids are checked before they
 //!   reach the store (as `baton_core::Error`, which is invalid input), so an id the store read
-//!   or built that is not an id is a corrupt store (it was exit 4 and 400).
+//!   or built that is not an id is a corrupt store (it was exit 4 and 400). One exception: a
+//!   number past the databases' signed 64-bit range (`baton_core::Error::OutOfRange`, from
+//!   `backend::int`) can only have come from a caller, so it is [`ErrorKind::Invalid`], code
+//!   `out_of_range` (issue 20 item 4).
 
 use crate::{Error, Rejection};
 
@@ -77,6 +80,7 @@ impl Error {
     /// wildcard, so a new variant must choose).
     pub fn kind(&self) -> ErrorKind {
         match self {
+            Error::InvalidId(baton_core::Error::OutOfRange { .. }) => ErrorKind::Invalid,
             Error::UnknownTenant { .. }
             | Error::RunNotFound { .. }
             | Error::SummaryNotFound { .. }
@@ -120,6 +124,7 @@ impl Error {
             Error::InvalidKey { .. } => "invalid_key",
             Error::InvalidText { .. } => "invalid_text",
             Error::Import(_) => "import_rejected",
+            Error::InvalidId(baton_core::Error::OutOfRange { .. }) => "out_of_range",
             Error::InvalidId(_) => "invalid_id",
             Error::Backend(_) => "backend",
         }

@@ -349,12 +349,15 @@ pub(crate) fn answer(op: Operation, given: &RequestKey) -> Begin {
     }
 }
 
-/// Checks an idempotency key: 1 to 255 characters, no control characters.
+/// Checks an idempotency key: 1 to 255 characters, no control characters, not `.` or `..`.
 pub fn check_key(key: &str) -> Result<(), Error> {
-    if key.is_empty() || key.len() > 255 || key.chars().any(char::is_control) {
+    // `.` and `..` are path segments: no HTTP client can name such a key in
+    // `/v1/operations/{key}` (issue 20 item 7).
+    let dots = matches!(key, "." | "..");
+    if key.is_empty() || key.len() > 255 || dots || key.chars().any(char::is_control) {
         return Err(Error::InvalidLedger {
             detail: format!(
-                "idempotency key {:?}: expected 1 to 255 characters, none of them control characters",
+                "idempotency key {:?}: expected 1 to 255 characters, none of them control characters, other than '.' and '..'",
                 key.chars().take(64).collect::<String>()
             ),
         });

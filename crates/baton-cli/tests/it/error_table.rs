@@ -399,14 +399,22 @@ fn walk(sb: &Sandbox) -> Walk {
 /// PostgreSQL going away under a running server: a TCP relay stands between `baton serve` and
 /// the database, and is cut. The next request finds no connection and none can be made.
 fn walk_unavailable(sb: &Sandbox, w: &mut Walk) {
-    let relay = Relay::start();
     let schema = sb.pg_schema().unwrap();
-    let url = pg_url().replace("127.0.0.1:5432", &relay.addr);
-    assert_ne!(
-        url,
-        pg_url(),
-        "BATON_TEST_PG must be on 127.0.0.1:5432 for the relay"
-    );
+    // The relay stands in for the server's host and port, wherever the test server is (a
+    // private cluster of `cargo xtask test` listens on a free port).
+    let server = pg_url();
+    let (scheme, rest) = server.split_once("://").unwrap();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (user, host) = authority.rsplit_once('@').unwrap_or(("", authority));
+    let relay = Relay::start(if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:5432")
+    });
+    let url = match user {
+        "" => format!("{scheme}://{}{path}", relay.addr),
+        user => format!("{scheme}://{user}@{}{path}", relay.addr),
+    };
     let sep = if url.contains('?') { '&' } else { '?' };
     let through = format!("{url}{sep}schema={schema}&pool_size=1");
     let key = create_key(sb, "default");
@@ -431,7 +439,7 @@ struct Relay {
 }
 
 impl Relay {
-    fn start() -> Relay {
+    fn start(target: String) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -445,7 +453,7 @@ impl Relay {
                     continue;
                 };
                 client.set_nonblocking(false).unwrap();
-                let server = TcpStream::connect("127.0.0.1:5432").unwrap();
+                let server = TcpStream::connect(&target).unwrap();
                 for (from, to) in [(&client, &server), (&server, &client)] {
                     let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
                     std::thread::spawn(move || {

@@ -14,6 +14,7 @@ mod cache;
 mod chat;
 mod compaction;
 mod error_table;
+mod hardening;
 mod import;
 mod json_contract;
 mod ops;

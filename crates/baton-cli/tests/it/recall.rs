@@ -94,7 +94,10 @@ fn grep_finds_phrases_in_every_kind_of_block() {
         );
         assert_eq!(hits(&["--grep", "connection", "--limit", "1"]), [3]);
         assert!(hits(&["--grep", "kubernetes"]).is_empty());
-        let human = sb.run(&["recall", "r", "--grep", "firewall"]).ok().stdout;
+        let human = sb
+            .run(&["recall", "r", "--grep", "firewall", "--full"])
+            .ok()
+            .stdout;
         assert!(
             human.contains("── seq 5") && human.contains("Check the firewall next."),
             "{human}"
@@ -129,4 +132,57 @@ fn bad_recalls_are_named() {
         2,
         "a seq, a range or --grep is required"
     );
+}
+
+/// Issue 20 item 16: `recall --grep` prints one line per hit around the match (`--full` for
+/// whole messages), takes `word*` as a prefix, and says when a search had no whole-word match
+/// but its prefix form has, naming the command that finds them; on both backends.
+#[test]
+fn grep_prints_a_line_per_hit_takes_prefixes_and_suggests_them() {
+    for sb in Sandbox::each() {
+        seeded(&sb);
+        let human = sb.run(&["recall", "r", "--grep", "refused"]).ok().stdout;
+        let lines: Vec<&str> = human.lines().collect();
+        assert_eq!(lines.len(), 2, "{human}");
+        assert!(
+            lines[0].starts_with("seq 3 · user: the deploy failed with connection refused"),
+            "{human}"
+        );
+        assert!(lines[0].ends_with('…'), "a long line is cut: {human}");
+        assert!(lines[0].chars().count() <= 200, "{human}");
+        assert_eq!(
+            lines[1],
+            "seq 4 · assistant: The database refused the connection."
+        );
+        assert!(!human.contains("and more detail and more detail and more detail and more detail and more detail and more detail and more detail and more detail and more detail"), "{human}");
+
+        // No whole word `fire`: the prefix form is suggested, and finds it.
+        let none = sb.run(&["recall", "r", "--grep", "fire"]).ok().stdout;
+        assert_eq!(
+            none.trim(),
+            format!(
+                "no whole-word match for \"fire\" in run r; words starting with it match: try --grep 'fire*'"
+            ),
+            "{}",
+            sb.db_arg()
+        );
+        let prefixed = sb.run(&["recall", "r", "--grep", "fire*"]).ok().stdout;
+        assert_eq!(prefixed.trim(), "seq 5 · user: Check the firewall next.");
+        let json = sb
+            .run(&["--json", "recall", "r", "--grep", "conn*"])
+            .ok()
+            .json();
+        let seqs: Vec<_> = json["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, [3, 4]);
+        // Nothing even as a prefix: said plainly.
+        let nothing = sb.run(&["recall", "r", "--grep", "kubern"]).ok().stdout;
+        assert_eq!(nothing.trim(), "no message of run r matches \"kubern\"");
+        sb.run(&["recall", "r", "3", "--full"])
+            .fails(2, "--full goes with --grep");
+    }
 }

@@ -93,7 +93,7 @@ fn serve_answers_over_a_socket_logs_json_and_stops_on_sigterm() {
 }
 
 /// A mock OpenAI upstream that answers every request after `delay`, once per connection.
-fn slow_upstream(delay: Duration) -> String {
+pub fn slow_upstream(delay: Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {

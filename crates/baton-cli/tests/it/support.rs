@@ -166,7 +166,9 @@ pub fn command(db: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
         .args(args)
         .env_remove("BATON_DB")
         .env_remove("BATON_TENANT")
-        .env_remove("BATON_TOKENIZER");
+        .env_remove("BATON_TOKENIZER")
+        // A person's own configuration file must not change what the tests see.
+        .env("BATON_CONFIG_FILE", "/nonexistent/baton-tests/config.toml");
     cmd
 }
 

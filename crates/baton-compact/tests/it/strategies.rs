@@ -535,3 +535,40 @@ fn the_registry_builds_every_strategy_by_its_name() {
         assert!(!registered.about.is_empty());
     }
 }
+
+/// Issue 20 item 1: a replay whose caller has gone (the growth report's request dropped or
+/// timed out) stops at its next model call; with the flag never set it is the whole replay.
+#[test]
+fn r20_a_set_flag_stops_a_replay() {
+    let mut entries = Vec::new();
+    for s in 1..=400u64 {
+        let role = if s % 2 == 1 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let text = match s % 7 {
+            1 => format!("Do not touch /etc/app{s}.conf. Run cargo test -p app{s}."),
+            3 => format!("Confirmed: the limit is {s} in src/limit{s}.rs."),
+            _ => format!("step {s} goes on "),
+        };
+        entries.push(Entry {
+            seq: Seq(s),
+            tokens: 40 + (s % 13) as u32,
+            message: Message::text(role, text.repeat(6)),
+            created_at: Timestamp(0),
+        });
+    }
+    let run = RunId::new("r").unwrap();
+    let config = CompactionConfig::named("structured").with_budget(2_000);
+    let mut how = Replay::new(run, &config).unwrap();
+    how.probes = false;
+    let whole = replay(&entries, &how);
+    assert!(whole.compactions > 0, "the run compacts: {whole:?}");
+    let flag = std::sync::atomic::AtomicBool::new(false);
+    let unless = baton_compact::replay::replay_unless(&entries, &how, &flag).unwrap();
+    assert_eq!(unless.steps, whole.steps);
+    assert_eq!(unless.compactions, whole.compactions);
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(baton_compact::replay::replay_unless(&entries, &how, &flag).is_none());
+}

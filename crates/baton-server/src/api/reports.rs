@@ -9,7 +9,10 @@
 //! a strategy (default `structured`), the input tokens of every model call with the whole
 //! transcript against the compacted context. A run without model calls (assistant messages)
 //! has an empty report. The replay runs on the blocking pool, since it is CPU work that grows
-//! with the run.
+//! with the run, and stops at the next model call once the request is gone
+//! ([`AppState::blocking`]); it skips the continuity probes and the retention audit, which the
+//! report does not show, so its cost is linear in the run's length for the strategies whose
+//! context stays bounded.
 //!
 //! `GET /v1/reports/usage/{report}` is `baton report usage REPORT --json`: `daily`, `weekly`,
 //! `monthly`, `session` or `blocks` over the usage records imports stored, with ccusage's JSON
@@ -21,7 +24,7 @@ use axum::extract::State;
 use baton_cache::report::{self, ToolCall};
 use baton_compact::config::CompactionConfig;
 use baton_compact::growth::Growth;
-use baton_compact::replay::{Replay, replay};
+use baton_compact::replay::{Replay, replay_unless};
 use baton_core::key::canonical_json;
 use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
 use baton_store::Store;
@@ -155,9 +158,11 @@ async fn growth(
     how.goal = record.goal.clone();
     how.probes = false;
     how.counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
-    let replayed = tokio::task::spawn_blocking(move || replay(&entries, &how))
+    let replayed = state
+        .blocking(move |cancel| replay_unless(&entries, &how, cancel))
         .await
-        .map_err(|e| Problem::internal(&e))?;
+        .map_err(|e| Problem::internal(&e))?
+        .ok_or_else(|| Problem::internal(&"the growth replay was cancelled"))?;
     let growth = Growth::of(&replayed.strategy, &replayed.steps);
     let stored = state.store.run_report(&caller.tenant, &run).await?;
     Ok(ApiJson(

@@ -10,6 +10,7 @@
 
 mod contract;
 mod gateway;
+mod hardening;
 mod history;
 mod ops;
 mod reports;
