@@ -102,6 +102,10 @@ pub enum Command {
     /// The API keys of the HTTP service: create (printed once), list, revoke.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Serve the store `--db` names to an MCP client (Claude Code, Codex, …) over stdin and
+    /// stdout, as the tenant `--tenant` names: search, exact recall, runs, working state,
+    /// context, pins, compaction (dry run by default) and reports. Makes no model calls.
+    Mcp,
     /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
     Completions(CompletionsArgs),
 }

@@ -34,6 +34,7 @@ pub fn creates_store(command: &Command) -> bool {
             | Command::Keys(KeysCommand::Create(_))
             | Command::Demo(_)
             | Command::Serve(_)
+            | Command::Mcp
             | Command::Migrate
     )
 }
@@ -42,9 +43,9 @@ pub fn creates_store(command: &Command) -> bool {
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     let create = creates_store(&cli.command);
     match cli.command {
-        Command::Chat(_) | Command::Serve(_) if cli.json => {
+        Command::Chat(_) | Command::Serve(_) | Command::Mcp if cli.json => {
             return Err(Usage(
-                "--json: chat and serve print no JSON (a chat's run is read back with `baton --json history RUN`)"
+                "--json: chat, serve and mcp print no JSON (a chat's run is read back with `baton --json history RUN`)"
                     .to_owned(),
             )
             .into());
@@ -127,6 +128,11 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         Command::Serve(args) => crate::serve::run(&env, args, out).await,
         Command::Keys(command) => crate::keys::run(&env, command, out).await,
+        Command::Mcp => {
+            let service = baton_mcp::Baton::new(env.store.clone(), env.tenant.clone());
+            baton_mcp::serve_stdio(service).await?;
+            Ok(())
+        }
         Command::Migrate | Command::Doctor | Command::Completions(_) => Ok(()),
     }
 }

@@ -284,66 +284,6 @@ fn no_match(
 /// The most characters of a hit's line `recall --grep` prints.
 const SNIPPET_CHARS: usize = 160;
 
-/// One line of a hit for `recall --grep`: the first line of the message's searchable text (of
-/// the kind searched) that holds the pattern's first word, cut to about [`SNIPPET_CHARS`]
-/// characters around it; the message's first line when no line holds it as written (the
-/// index folds case and diacritics, this only case).
-fn snippet(message: &Message, kind: Option<SearchKind>, pattern: &str) -> String {
-    let word: String = pattern
-        .split(|c: char| !c.is_alphanumeric())
-        .find(|w| !w.is_empty())
-        .unwrap_or("")
-        .to_lowercase();
-    let texts: Vec<String> = baton_store::search_texts(message)
-        .into_iter()
-        .filter(|(k, _)| kind.is_none_or(|kind| kind == *k))
-        .map(|(_, text)| text)
-        .collect();
-    let lines = || {
-        texts
-            .iter()
-            .flat_map(|t| t.lines())
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-    };
-    let found = lines().find_map(|line| find_ignoring_case(line, &word).map(|at| (line, at)));
-    let (line, at) = match found {
-        Some(hit) => hit,
-        None => (lines().next().unwrap_or(""), 0),
-    };
-    cut_around(line, at, SNIPPET_CHARS)
-}
-
-/// The byte offset of `word` (lowercase) in `line`, ignoring ASCII case; for a word with other
-/// letters, as written.
-fn find_ignoring_case(line: &str, word: &str) -> Option<usize> {
-    if word.is_empty() {
-        return None;
-    }
-    if !word.is_ascii() {
-        return line.find(word);
-    }
-    let (hay, needle) = (line.as_bytes(), word.as_bytes());
-    hay.windows(needle.len())
-        .position(|w| w.eq_ignore_ascii_case(needle))
-        .filter(|&at| line.is_char_boundary(at))
-}
-
-/// At most `max` characters of `line` around byte `at`, a third of them before it, with `…`
-/// where it was cut.
-fn cut_around(line: &str, at: usize, max: usize) -> String {
-    let before = line[..at].chars().count();
-    let total = line.chars().count();
-    if total <= max {
-        return line.to_owned();
-    }
-    let start = before.saturating_sub(max / 3).min(total - max);
-    let text: String = line.chars().skip(start).take(max).collect();
-    let lead = if start > 0 { "…" } else { "" };
-    let tail = if start + max < total { "…" } else { "" };
-    format!("{lead}{text}{tail}")
-}
-
 fn print_full_entry(out: &mut dyn Write, entry: &Entry) -> anyhow::Result<()> {
     writeln!(
         out,
@@ -409,7 +349,8 @@ pub async fn recall(env: &Env, args: RecallArgs, out: &mut dyn Write) -> anyhow:
             }
             if !args.full && !env.json {
                 for entry in &entries {
-                    let line = snippet(&entry.message, kind, pattern);
+                    let line =
+                        baton_store::search::snippet(&entry.message, kind, pattern, SNIPPET_CHARS);
                     writeln!(
                         out,
                         "seq {} · {}: {line}",

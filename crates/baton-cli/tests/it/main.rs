@@ -17,6 +17,7 @@ mod error_table;
 mod hardening;
 mod import;
 mod json_contract;
+mod mcp;
 mod ops;
 mod race;
 mod recall;

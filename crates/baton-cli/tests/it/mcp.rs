@@ -1,0 +1,215 @@
+//! `baton mcp` (issue 19) through the real binary: the official MCP Python SDK (`mcp` on PyPI,
+//! pinned) drives it over stdio on a store with corpus sessions imported
+//! (`tests/python/mcp_client.py`: every tool, recall byte-identical to the stored rows, bad
+//! arguments as tool errors, another tenant seeing nothing); and raw JSON-RPC frames check that
+//! stdout carries nothing but protocol frames, even with every log on.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use crate::support::Sandbox;
+
+/// The Python packages the MCP client test uses, pinned.
+const MCP_PACKAGES: &[&str] = &["mcp==2.3.0"];
+
+/// A virtual environment with [`MCP_PACKAGES`], made on first use under the target directory
+/// (`target/test-venv-mcp`, or `BATON_TEST_MCP_VENV`) and reused after, the way
+/// `baton-server`'s tests make theirs. `None`, with a message, when it cannot be made outside
+/// CI; in CI (`CI` set) that is a failure.
+fn python_venv() -> Option<PathBuf> {
+    let dir = std::env::var_os("BATON_TEST_MCP_VENV").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv-mcp"),
+        PathBuf::from,
+    );
+    let python = dir.join("bin/python");
+    let stamp = dir.join("baton-packages.txt");
+    let wanted = MCP_PACKAGES.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Some(python);
+    }
+    let run = |cmd: &mut std::process::Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    let made = (|| {
+        if !python.exists() {
+            run(std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&dir))?;
+        }
+        run(std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(MCP_PACKAGES))?;
+        std::fs::write(&stamp, &wanted).map_err(|e| e.to_string())
+    })();
+    match made {
+        Ok(()) => Some(python),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI: the MCP Python environment cannot be made: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: the MCP Python environment cannot be made ({e})");
+            None
+        }
+    }
+}
+
+/// The shared corpus, or `None` (with a message) when it is absent.
+fn corpus() -> Option<PathBuf> {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/corpus"
+    ));
+    if dir.join("SOURCES.md").is_file() {
+        return Some(dir.canonicalize().unwrap());
+    }
+    println!("skipping: corpus not found at {}", dir.display());
+    None
+}
+
+/// A SQLite sandbox with a Claude Code and a Codex session of the corpus imported.
+fn imported() -> Option<Sandbox> {
+    let corpus = corpus()?;
+    let sb = Sandbox::new();
+    let claude = corpus.join("claude-code-jsonl/codemie-code__session-624a4a58.jsonl");
+    let codex = corpus.join("codex-rollout-jsonl/lanegrid-agtrace__codex_session.jsonl");
+    sb.run(&["import", claude.to_str().unwrap(), codex.to_str().unwrap()])
+        .ok();
+    Some(sb)
+}
+
+/// Issue 19: the official Python SDK calls every tool of `baton mcp` over stdio.
+#[test]
+fn the_python_sdk_drives_every_tool_over_stdio() {
+    let Some(sb) = imported() else { return };
+    let Some(python) = python_venv() else { return };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_baton"))
+        .arg(sb.db())
+        .env_remove("BATON_DB")
+        .env_remove("BATON_TENANT")
+        .env_remove("BATON_TOKENIZER")
+        .env("BATON_CONFIG_FILE", "/nonexistent/baton-tests/config.toml")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP client failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("mcp client: all checks passed"), "{stdout}");
+    println!("{stdout}");
+}
+
+/// Issue 19: with every log on, stdout holds protocol frames only (one JSON-RPC message a
+/// line, each answering a request by id), the logs go to stderr, and the server exits 0 when
+/// the client closes stdin.
+#[test]
+fn stdout_carries_only_protocol_frames() {
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "r1"]).ok();
+    let message = r#"{"role":"user","content":"find the flaky test"}"#;
+    sb.run_with_stdin(&["append", "r1"], &format!("{message}\n"))
+        .ok();
+    let mut child = sb
+        .command(&["mcp"])
+        .env("BATON_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "recall", "arguments": {"run": "r1", "seq": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "flaky"}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "recall", "arguments": {"run": "r1"}}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "nope", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answers = Vec::new();
+    for request in &requests {
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        if request.get("id").is_some() {
+            let line = lines.next().expect("an answer").unwrap();
+            let frame: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON-RPC frame on stdout ({e}): {line:?}"));
+            assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+            assert_eq!(frame["id"], request["id"], "{frame}");
+            answers.push(frame);
+        }
+    }
+    drop(stdin);
+    assert!(lines.next().is_none(), "nothing after the answers");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit on EOF: {:?}", out.status);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("initialized"),
+        "logs go to stderr: {stderr}"
+    );
+
+    // The client asked for an older revision, which the server speaks.
+    assert_eq!(answers[0]["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(answers[0]["result"]["serverInfo"]["name"], "baton");
+    assert_eq!(answers[1]["result"]["tools"].as_array().unwrap().len(), 10);
+    // recall: the stored message JSON, byte for byte, tagged with run and seq.
+    let recalled = &answers[2]["result"];
+    assert_eq!(recalled["isError"], false);
+    let block = &recalled["content"][1];
+    assert_eq!(block["_meta"]["baton/run"], "r1");
+    assert_eq!(block["_meta"]["baton/seq"], 1);
+    let stored: String = rusqlite::Connection::open(sb.db())
+        .unwrap()
+        .query_row(
+            "SELECT message FROM history h JOIN runs r ON r.pk = h.run_pk WHERE r.id = 'r1' AND h.seq = 1",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(block["text"].as_str().unwrap(), stored);
+    // search: an index with a snippet, not the message.
+    let hits = &answers[3]["result"]["structuredContent"]["hits"];
+    assert_eq!(hits[0]["seq"], 1, "{hits}");
+    assert_eq!(hits[0]["snippet"], "find the flaky test");
+    // A tool error names what was missing; an unknown tool is a protocol error.
+    assert_eq!(answers[4]["result"]["isError"], true);
+    let text = answers[4]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("seq"), "{text}");
+    assert_eq!(answers[5]["error"]["code"], -32602, "{}", answers[5]);
+}
+
+/// `baton mcp` with `--json` is a usage error (it prints no JSON of its own).
+#[test]
+fn mcp_takes_no_json_flag() {
+    let sb = Sandbox::new();
+    let ran = sb.run(&["--json", "mcp"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("mcp"), "{}", ran.stderr);
+}
