@@ -82,7 +82,7 @@ pub async fn list(
             project,
         });
     }
-    listed.sort_by(|a, b| b.last_active.cmp(&a.last_active));
+    listed.sort_by_key(|l| std::cmp::Reverse(l.last_active));
     Ok(listed)
 }
 

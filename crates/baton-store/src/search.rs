@@ -341,6 +341,66 @@ fn parts(words: Words, size: usize, overlap: usize) -> Vec<String> {
     out
 }
 
+/// One line of a search hit (`recall --grep`, the MCP `search` tool): the first line of the
+/// message's searchable text (of the kind searched) that holds the pattern's first word, cut to
+/// at most `max` characters around it (plus `…` where it was cut); the message's first line when no line holds it as written (the
+/// index folds case and diacritics, this only case).
+pub fn snippet(message: &Message, kind: Option<SearchKind>, pattern: &str, max: usize) -> String {
+    let word: String = pattern
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_lowercase();
+    let texts: Vec<String> = search_texts(message)
+        .into_iter()
+        .filter(|(k, _)| kind.is_none_or(|kind| kind == *k))
+        .map(|(_, text)| text)
+        .collect();
+    let lines = || {
+        texts
+            .iter()
+            .flat_map(|t| t.lines())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+    };
+    let found = lines().find_map(|line| find_ignoring_case(line, &word).map(|at| (line, at)));
+    let (line, at) = match found {
+        Some(hit) => hit,
+        None => (lines().next().unwrap_or(""), 0),
+    };
+    cut_around(line, at, max)
+}
+
+/// The byte offset of `word` (lowercase) in `line`, ignoring ASCII case; for a word with other
+/// letters, as written.
+fn find_ignoring_case(line: &str, word: &str) -> Option<usize> {
+    if word.is_empty() {
+        return None;
+    }
+    if !word.is_ascii() {
+        return line.find(word);
+    }
+    let (hay, needle) = (line.as_bytes(), word.as_bytes());
+    hay.windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+        .filter(|&at| line.is_char_boundary(at))
+}
+
+/// At most `max` characters of `line` around byte `at`, a third of them before it, with `…`
+/// where it was cut.
+fn cut_around(line: &str, at: usize, max: usize) -> String {
+    let before = line[..at].chars().count();
+    let total = line.chars().count();
+    if total <= max {
+        return line.to_owned();
+    }
+    let start = before.saturating_sub(max / 3).min(total - max);
+    let text: String = line.chars().skip(start).take(max).collect();
+    let lead = if start > 0 { "…" } else { "" };
+    let tail = if start + max < total { "…" } else { "" };
+    format!("{lead}{text}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,63 +546,4 @@ mod tests {
         assert_eq!(SearchKind::parse("tool_use"), Some(SearchKind::ToolUse));
         assert_eq!(SearchKind::parse("tool"), None);
     }
-}
-/// One line of a search hit (`recall --grep`, the MCP `search` tool): the first line of the
-/// message's searchable text (of the kind searched) that holds the pattern's first word, cut to
-/// at most `max` characters around it (plus `…` where it was cut); the message's first line when no line holds it as written (the
-/// index folds case and diacritics, this only case).
-pub fn snippet(message: &Message, kind: Option<SearchKind>, pattern: &str, max: usize) -> String {
-    let word: String = pattern
-        .split(|c: char| !c.is_alphanumeric())
-        .find(|w| !w.is_empty())
-        .unwrap_or("")
-        .to_lowercase();
-    let texts: Vec<String> = search_texts(message)
-        .into_iter()
-        .filter(|(k, _)| kind.is_none_or(|kind| kind == *k))
-        .map(|(_, text)| text)
-        .collect();
-    let lines = || {
-        texts
-            .iter()
-            .flat_map(|t| t.lines())
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-    };
-    let found = lines().find_map(|line| find_ignoring_case(line, &word).map(|at| (line, at)));
-    let (line, at) = match found {
-        Some(hit) => hit,
-        None => (lines().next().unwrap_or(""), 0),
-    };
-    cut_around(line, at, max)
-}
-
-/// The byte offset of `word` (lowercase) in `line`, ignoring ASCII case; for a word with other
-/// letters, as written.
-fn find_ignoring_case(line: &str, word: &str) -> Option<usize> {
-    if word.is_empty() {
-        return None;
-    }
-    if !word.is_ascii() {
-        return line.find(word);
-    }
-    let (hay, needle) = (line.as_bytes(), word.as_bytes());
-    hay.windows(needle.len())
-        .position(|w| w.eq_ignore_ascii_case(needle))
-        .filter(|&at| line.is_char_boundary(at))
-}
-
-/// At most `max` characters of `line` around byte `at`, a third of them before it, with `…`
-/// where it was cut.
-fn cut_around(line: &str, at: usize, max: usize) -> String {
-    let before = line[..at].chars().count();
-    let total = line.chars().count();
-    if total <= max {
-        return line.to_owned();
-    }
-    let start = before.saturating_sub(max / 3).min(total - max);
-    let text: String = line.chars().skip(start).take(max).collect();
-    let lead = if start > 0 { "…" } else { "" };
-    let tail = if start + max < total { "…" } else { "" };
-    format!("{lead}{text}{tail}")
 }
