@@ -26,7 +26,7 @@ const NEEDS: &[Need] = &[
         only_for_private_cluster: true,
     },
     Need {
-        what: "python3 with venv and pip (HTTP contract and SDK tests)",
+        what: "python3 with venv and pip (HTTP contract, SDK and MCP client tests)",
         package: "python3-venv python3-pip",
         present: has_python_venv,
         only_for_private_cluster: false,
