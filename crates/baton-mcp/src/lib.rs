@@ -68,34 +68,102 @@ pub enum Error {
     Serve(String),
 }
 
-/// The MCP service over one store, scoped to one tenant.
+/// The MCP service over one store: for one tenant (stdio), or for the tenant each HTTP
+/// request authenticated as ([`Baton::per_request`], the `/mcp` route of `baton serve`).
 #[derive(Clone)]
 pub struct Baton {
     store: Arc<dyn Store>,
+    tenant: Option<TenantId>,
+}
+
+/// One call's store and tenant: what every tool works with.
+pub(crate) struct Scope<'a> {
+    store: &'a dyn Store,
     tenant: TenantId,
+}
+
+impl Scope<'_> {
+    fn store(&self) -> &dyn Store {
+        self.store
+    }
 }
 
 impl Baton {
     /// The service over `store`, answering for `tenant` only.
     pub fn new(store: Arc<dyn Store>, tenant: TenantId) -> Self {
-        Baton { store, tenant }
+        Baton {
+            store,
+            tenant: Some(tenant),
+        }
     }
 
-    /// Calls the tool `name` with `arguments` (a JSON object, or nothing): the answer a
-    /// client gets, tool errors included. `None` when there is no such tool.
+    /// The service over `store` behind HTTP authentication: each request acts for the
+    /// [`TenantId`] its HTTP request carries in its extensions (put there by the server's
+    /// authentication layer). A request without one is refused with a protocol error, never
+    /// answered for some default tenant.
+    pub fn per_request(store: Arc<dyn Store>) -> Self {
+        Baton {
+            store,
+            tenant: None,
+        }
+    }
+
+    /// Calls the tool `name` with `arguments` (a JSON object, or nothing) for this service's
+    /// tenant: the answer a client gets, tool errors included. `None` when there is no such
+    /// tool.
     pub async fn call(
         &self,
         name: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
     ) -> Option<CallToolResult> {
         let tool = TOOLS.iter().find(|t| t.name == name)?;
+        let Some(tenant) = self.tenant.clone() else {
+            return Some(tool_error(
+                "this service answers for the tenant of each HTTP request, and none was given",
+            ));
+        };
+        let scope = Scope {
+            store: &*self.store,
+            tenant,
+        };
         let arguments = serde_json::Value::Object(arguments.unwrap_or_default());
-        Some(tools::call(self, *tool, arguments).await)
+        Some(tools::call(&scope, *tool, arguments).await)
     }
 
-    fn store(&self) -> &dyn Store {
-        &*self.store
+    /// The tenant a request acts for: this service's own, else the one its HTTP request was
+    /// authenticated as.
+    fn scope(&self, context: &RequestContext<RoleServer>) -> Result<Baton, ErrorData> {
+        if self.tenant.is_some() {
+            return Ok(self.clone());
+        }
+        let tenant = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<TenantId>())
+            .cloned()
+            .ok_or_else(|| {
+                ErrorData::invalid_request("no authenticated tenant for this request", None)
+            })?;
+        Ok(Baton::new(self.store.clone(), tenant))
     }
+}
+
+/// The service at an HTTP route (streamable HTTP, with sessions kept in memory), for the
+/// tenant each request authenticated as (see [`Baton::per_request`]). Only loopback `Host`
+/// headers are accepted (`rmcp`'s default, against DNS rebinding), so it answers on the
+/// machine it runs on unless put behind a proxy that rewrites `Host`.
+pub fn http_service(
+    store: Arc<dyn Store>,
+) -> rmcp::transport::StreamableHttpService<
+    Baton,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    let service = Baton::per_request(store);
+    rmcp::transport::StreamableHttpService::new(
+        move || Ok(service.clone()),
+        Arc::default(),
+        rmcp::transport::StreamableHttpServerConfig::default(),
+    )
 }
 
 /// Serves `service` over standard input and output until the client closes them. Only
@@ -158,9 +226,13 @@ impl ServerHandler for Baton {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        match self.call(&request.name, request.arguments).await {
+        match self
+            .scope(&context)?
+            .call(&request.name, request.arguments)
+            .await
+        {
             Some(result) => Ok(result.into()),
             None => Err(ErrorData::invalid_params(
                 format!(
@@ -202,10 +274,18 @@ impl ServerHandler for Baton {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri.as_str();
-        let text = tools::read_resource(self, uri).await?;
+        let baton = self.scope(&context)?;
+        let Some(tenant) = baton.tenant else {
+            return Err(ErrorData::invalid_request("no tenant", None));
+        };
+        let scope = Scope {
+            store: &*baton.store,
+            tenant,
+        };
+        let text = tools::read_resource(&scope, uri).await?;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, uri).with_mime_type("application/json"),
         ])

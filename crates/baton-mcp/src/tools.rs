@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::listing::{self, Filter};
-use crate::{Baton, tool_error};
+use crate::{Scope, tool_error};
 
 /// A tool the server offers: its name, what it does for the model, its arguments' schema.
 #[derive(Clone, Copy, Debug)]
@@ -141,7 +141,7 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, Failure
 }
 
 /// Calls `tool`; every failure becomes a tool error.
-pub(crate) async fn call(baton: &Baton, tool: Tool, arguments: Value) -> CallToolResult {
+pub(crate) async fn call(baton: &Scope<'_>, tool: Tool, arguments: Value) -> CallToolResult {
     let answer = match tool.name {
         "search" => search(baton, parse(tool.name, arguments)).await,
         "recall" => recall(baton, parse(tool.name, arguments)).await,
@@ -231,7 +231,7 @@ const SNIPPET_CHARS: usize = 240;
 /// The most tokens of a hit's snippet.
 pub const SNIPPET_TOKENS: u32 = 100;
 
-async fn search(baton: &Baton, args: Result<SearchArgs, Failure>) -> Answer {
+async fn search(baton: &Scope<'_>, args: Result<SearchArgs, Failure>) -> Answer {
     let args = args?;
     let limit = limit(args.limit, 20, 100)?;
     let kind = args.kind.map(SearchKind::from);
@@ -332,7 +332,7 @@ fn tools_of(content: &[Block], names: &HashMap<String, String>) -> Vec<String> {
 /// The names of the calls the tool results among `entries` answer, by call id: found through
 /// the run's protocol rows (which message made each call), then those messages.
 async fn tool_names(
-    baton: &Baton,
+    baton: &Scope<'_>,
     run: &RunId,
     entries: &[Entry],
 ) -> Result<HashMap<String, String>, Failure> {
@@ -413,7 +413,7 @@ fn parse_cursor(text: &str) -> Option<(u64, Option<u64>)> {
     Some((from, to))
 }
 
-async fn recall(baton: &Baton, args: Result<RecallArgs, Failure>) -> Answer {
+async fn recall(baton: &Scope<'_>, args: Result<RecallArgs, Failure>) -> Answer {
     let args = args?;
     let run = run_id("run", &args.run)?;
     let (from, to) = match (args.seq, args.from, args.cursor.as_deref()) {
@@ -530,7 +530,7 @@ struct RunsArgs {
     limit: Option<u32>,
 }
 
-async fn runs(baton: &Baton, args: Result<RunsArgs, Failure>) -> Answer {
+async fn runs(baton: &Scope<'_>, args: Result<RunsArgs, Failure>) -> Answer {
     let args = args?;
     let limit = limit(args.limit, 50, 500)?;
     let filter = Filter {
@@ -567,7 +567,7 @@ struct RunArgs {
     run: String,
 }
 
-async fn run(baton: &Baton, args: Result<RunArgs, Failure>) -> Answer {
+async fn run(baton: &Scope<'_>, args: Result<RunArgs, Failure>) -> Answer {
     let run = run_id("run", &args?.run)?;
     let report = baton.store().run_report(&baton.tenant, &run).await?;
     let summaries = baton.store().summaries(&baton.tenant, &run).await?;
@@ -600,7 +600,7 @@ async fn run(baton: &Baton, args: Result<RunArgs, Failure>) -> Answer {
 
 // ---- working_state, context -------------------------------------------------------------
 
-async fn working_state(baton: &Baton, args: Result<RunArgs, Failure>) -> Answer {
+async fn working_state(baton: &Scope<'_>, args: Result<RunArgs, Failure>) -> Answer {
     let run = run_id("run", &args?.run)?;
     let record = baton.store().run(&baton.tenant, &run).await?;
     let Some(active) = record.active_summary_id else {
@@ -636,7 +636,7 @@ async fn working_state(baton: &Baton, args: Result<RunArgs, Failure>) -> Answer 
     }))
 }
 
-async fn context(baton: &Baton, args: Result<RunArgs, Failure>) -> Answer {
+async fn context(baton: &Scope<'_>, args: Result<RunArgs, Failure>) -> Answer {
     let run = run_id("run", &args?.run)?;
     let ctx = baton.store().context(&baton.tenant, &run).await?;
     let tail_tokens: u64 = ctx.messages.iter().map(|e| u64::from(e.tokens)).sum();
@@ -687,7 +687,7 @@ struct PinArgs {
     seq: u64,
 }
 
-async fn pin(baton: &Baton, args: Result<PinArgs, Failure>, on: bool) -> Answer {
+async fn pin(baton: &Scope<'_>, args: Result<PinArgs, Failure>, on: bool) -> Answer {
     let args = args?;
     let run = run_id("run", &args.run)?;
     let changed = if on {
@@ -731,7 +731,7 @@ struct CompactArgs {
     threshold: Option<u64>,
 }
 
-async fn compact(baton: &Baton, args: Result<CompactArgs, Failure>) -> Answer {
+async fn compact(baton: &Scope<'_>, args: Result<CompactArgs, Failure>) -> Answer {
     use baton_compact::Offline;
     use baton_compact::config::{CompactionConfig, Overrides};
     use baton_runtime::{Compactor, Outcome};
@@ -899,7 +899,7 @@ struct ReportArgs {
     tools: Option<bool>,
 }
 
-async fn report(baton: &Baton, args: Result<ReportArgs, Failure>) -> Answer {
+async fn report(baton: &Scope<'_>, args: Result<ReportArgs, Failure>) -> Answer {
     let args = args?;
     match args.kind {
         ReportKind::Usage => usage(baton, &args).await,
@@ -908,7 +908,7 @@ async fn report(baton: &Baton, args: Result<ReportArgs, Failure>) -> Answer {
     }
 }
 
-async fn usage(baton: &Baton, args: &ReportArgs) -> Answer {
+async fn usage(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
     use baton_usage::{Entry, Options, Order, TextOptions};
     let text = TextOptions {
         since: args.since.as_deref(),
@@ -952,7 +952,7 @@ async fn usage(baton: &Baton, args: &ReportArgs) -> Answer {
     structured(value)
 }
 
-async fn growth(baton: &Baton, args: &ReportArgs) -> Answer {
+async fn growth(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
     use baton_compact::config::CompactionConfig;
     use baton_compact::growth::Growth;
     use baton_compact::replay::{Replay, replay};
@@ -997,7 +997,7 @@ async fn growth(baton: &Baton, args: &ReportArgs) -> Answer {
 
 const DAY_MS: i64 = 86_400_000;
 
-async fn duplicates(baton: &Baton, args: &ReportArgs) -> Answer {
+async fn duplicates(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
     use baton_cache::report::{self, ToolCall};
     let day = |text: &str, what: &str| {
         Timestamp::from_day(text)
@@ -1055,7 +1055,7 @@ async fn duplicates(baton: &Baton, args: &ReportArgs) -> Answer {
 
 /// The text of `baton://run/{id}` (what `run` answers) or `baton://run/{id}/seq/{n}` (the
 /// stored message JSON).
-pub(crate) async fn read_resource(baton: &Baton, uri: &str) -> Result<String, rmcp::ErrorData> {
+pub(crate) async fn read_resource(baton: &Scope<'_>, uri: &str) -> Result<String, rmcp::ErrorData> {
     let not_found = |why: String| rmcp::ErrorData::resource_not_found(why, None);
     let Some(path) = uri.strip_prefix("baton://run/") else {
         return Err(not_found(format!(

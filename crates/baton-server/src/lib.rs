@@ -60,6 +60,12 @@ pub fn app(state: Arc<AppState>) -> Router {
     Router::new()
         .merge(api)
         .merge(gateway::routes())
+        .route_service(
+            "/mcp",
+            tower::ServiceBuilder::new()
+                .layer(middleware::from_fn_with_state(state.clone(), mcp_auth))
+                .service(baton_mcp::http_service(state.store.clone())),
+        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::scrape))
@@ -150,6 +156,14 @@ async fn api_timeout(State(state): State<Arc<AppState>>, request: Request, next:
         .retry_after(1)
         .into_response(),
     }
+}
+
+/// `/mcp` (`baton mcp` over streamable HTTP) takes the API's keys: each request acts for its
+/// key's tenant, which the MCP service reads from the request's extensions. A request without
+/// a valid key is answered 401 before it reaches the MCP layer.
+async fn mcp_auth(caller: auth::Caller, mut request: Request, next: Next) -> Response {
+    request.extensions_mut().insert(caller.tenant);
+    next.run(request).await
 }
 
 async fn healthz() -> ApiJson<serde_json::Value> {

@@ -10,7 +10,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, create_key, serve};
 
 /// The Python packages the MCP client test uses, pinned.
 const MCP_PACKAGES: &[&str] = &["mcp==2.3.0"];
@@ -203,6 +203,45 @@ fn stdout_carries_only_protocol_frames() {
     let text = answers[4]["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("seq"), "{text}");
     assert_eq!(answers[5]["error"]["code"], -32602, "{}", answers[5]);
+}
+
+/// Issue 19: the same service at `/mcp` of `baton serve`, over streamable HTTP with the
+/// official Python SDK: each key acts for its tenant, another tenant's key sees nothing of the
+/// first's through any tool, a request without a key is refused with 401.
+#[test]
+fn the_python_sdk_drives_mcp_over_streamable_http() {
+    let Some(python) = python_venv() else { return };
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "r1"]).ok();
+    let messages = [
+        r#"{"role":"user","content":"find the flaky test"}"#,
+        r#"{"role":"assistant","content":"looking — «naïve» dates"}"#,
+        r#"{"role":"user","content":"thanks"}"#,
+    ];
+    sb.run_with_stdin(&["append", "r1"], &format!("{}\n", messages.join("\n")))
+        .ok();
+    let key = create_key(&sb, "default");
+    let other = create_key(&sb, "other");
+    let served = serve(&sb, &[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_http_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(format!("http://{}/mcp", served.addr))
+        .args([&key, &other, "r1"])
+        .arg(sb.db())
+        .output()
+        .unwrap();
+    drop(served);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP HTTP client failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("mcp http client: all checks passed"),
+        "{stdout}"
+    );
 }
 
 /// `baton mcp` with `--json` is a usage error (it prints no JSON of its own).
