@@ -78,6 +78,12 @@ async def main():
                                   headers={"Accept": "application/json, text/event-stream"})
         assert response.status_code == 401, response.status_code
         print("ok: no key, 401")
+        rebound = await raw.post(
+            URL, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream", "Host": "evil.example",
+                     "Authorization": f"Bearer {KEY}"})
+        assert rebound.status_code in (400, 403, 421), rebound.status_code
+        print(f"ok: a non-loopback Host, {rebound.status_code}")
 
 
 asyncio.run(main())
