@@ -18,8 +18,14 @@ const MCP_PACKAGES: &[&str] = &["mcp==2.3.0"];
 /// A virtual environment with [`MCP_PACKAGES`], made on first use under the target directory
 /// (`target/test-venv-mcp`, or `BATON_TEST_MCP_VENV`) and reused after, the way
 /// `baton-server`'s tests make theirs. `None`, with a message, when it cannot be made outside
-/// CI; in CI (`CI` set) that is a failure.
+/// CI; in CI (`CI` set) that is a failure. Made once per test process, so tests running at
+/// once never build it together.
 fn python_venv() -> Option<PathBuf> {
+    static VENV: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    VENV.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> Option<PathBuf> {
     let dir = std::env::var_os("BATON_TEST_MCP_VENV").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv-mcp"),
         PathBuf::from,
