@@ -59,6 +59,10 @@ pub enum Command {
     /// Import agent session logs as runs: Claude Code, Codex, OpenHands, SWE-agent,
     /// OpenAI/Anthropic message arrays, aider chat history.
     Import(ImportArgs),
+    /// Follow folders of session logs (`~/.claude/projects`, `~/.codex/sessions`) and import
+    /// each session as it is written, until SIGINT or SIGTERM; a restart reads only what
+    /// changed.
+    Watch(WatchArgs),
     /// Install, list and show summary versions.
     #[command(subcommand)]
     Summary(SummaryCommand),
@@ -504,8 +508,13 @@ pub enum RecallKind {
 pub struct ImportArgs {
     /// Transcript files, or directories walked recursively (`~/.claude/projects`,
     /// `~/.codex/sessions`).
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required_unless_present = "history", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// Claude Code's prompt history (`~/.claude/history.jsonl`): the prompts of each session
+    /// whose file is gone become a run of their own (format `claude-code-history`), after the
+    /// PATHs are imported; sessions already imported are left as they are.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
     /// The format of every file; `auto` tells each file's format from its content.
     #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
     pub format: ImportFormat,
@@ -523,6 +532,21 @@ pub struct ImportArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Arguments of `watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Folders to follow, recursively.
+    #[arg(required = true, value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Where the watcher remembers what it read (default: beside the SQLite database, or in
+    /// baton's data directory for PostgreSQL), so a restart reads only what changed.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Claude Code's settings, whose `cleanupPeriodDays` says which sessions it deletes.
+    #[arg(long, value_name = "FILE", default_value = "~/.claude/settings.json")]
+    pub claude_settings: String,
 }
 
 /// The formats `import --format` takes.

@@ -28,6 +28,7 @@ pub fn creates_store(command: &Command) -> bool {
         command,
         Command::Runs(RunsCommand::Create(_))
             | Command::Import(_)
+            | Command::Watch(_)
             | Command::Chat(_)
             | Command::Call(_)
             | Command::Ops(OpsCommand::Begin(_) | OpsCommand::Run(_))
@@ -87,6 +88,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::History(args) => crate::history::history(&env, args, out).await,
         Command::Recall(args) => crate::history::recall(&env, args, out).await,
         Command::Import(args) => crate::import::run(&env, args, out).await,
+        Command::Watch(args) => crate::watch::run(&env, cli.db.as_deref(), args, out).await,
         Command::Summary(SummaryCommand::Install(args)) => {
             crate::summary::install(&env, args, out).await
         }

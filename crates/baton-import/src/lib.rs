@@ -51,6 +51,10 @@ pub enum Format {
     Anthropic,
     /// aider chat history Markdown (`.aider.chat.history.md`).
     Aider,
+    /// Claude Code's prompt history (`~/.claude/history.jsonl`): the prompts of every session,
+    /// kept after the sessions' files are deleted. Read only when named (`import --history`),
+    /// never detected: it is not in [`Format::ALL`].
+    ClaudeCodeHistory,
 }
 
 impl Format {
@@ -75,6 +79,7 @@ impl Format {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
             Format::Aider => "aider",
+            Format::ClaudeCodeHistory => "claude-code-history",
         }
     }
 
@@ -256,12 +261,19 @@ impl Transcript {
     /// `<format>:<session id>`, so a session's later snapshot extends the run of its earlier
     /// one. Every other format's ids are not unique per session (SWE-agent and OpenHands name
     /// the benchmark instance, shared by every attempt at it), so their key is the place:
-    /// `<format>:<path>#<index>`.
+    /// `<format>:<path>#<index>`. A prompt history's sessions are keyed like Claude Code's, under
+    /// their own format (`claude-code-history:<session id>`), and its prompts without a session
+    /// by project (`claude-code-history:project:<project>`), wherever the history file is.
     pub fn source_key(&self, path: &str) -> String {
         match (&self.source_session_id, self.format) {
-            (Some(id), Format::ClaudeCode | Format::Codex) => {
+            (Some(id), Format::ClaudeCode | Format::Codex | Format::ClaudeCodeHistory) => {
                 format!("{}:{id}", self.format.name())
             }
+            (None, Format::ClaudeCodeHistory) => format!(
+                "{}:project:{}",
+                self.format.name(),
+                self.project.as_deref().unwrap_or_default()
+            ),
             _ => format!("{}:{path}#{}", self.format.name(), self.index),
         }
     }
@@ -360,6 +372,8 @@ impl Transcript {
         let key = &import.origin.source_key;
         let records = match self.format {
             Format::ClaudeCode | Format::Codex => self.usage.clone(),
+            // Prompts alone: no response was recorded, so there is nothing to count or estimate.
+            Format::ClaudeCodeHistory => Vec::new(),
             _ => {
                 let tokens: Vec<u32> = import.entries().iter().map(|e| e.tokens).collect();
                 self.estimated_usage(&tokens, key)

@@ -91,6 +91,7 @@ macro_rules! conformance_tests {
             a_file_is_imported_whole_or_not_at_all,
             subagents_link_to_their_parent_in_either_order,
             imports_are_isolated_by_tenant,
+            source_run_finds_an_imported_source_in_its_tenant,
             concurrent_imports_of_one_source_make_one_run,
             run_report_counts_a_native_run,
             a_last_message_read_mid_stream_is_named_as_such,

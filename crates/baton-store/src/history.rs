@@ -684,6 +684,18 @@ impl<B: Backend> Store for B {
         import::store(self, tenant, imports, reimport).await
     }
 
+    async fn source_run(
+        &self,
+        tenant: &TenantId,
+        source_key: &str,
+    ) -> Result<Option<RunId>, Error> {
+        let (tenant, key) = (tenant.clone(), source_key.to_owned());
+        self.read(job!(|tx| {
+            Ok(tx.source(&tenant, &key).await?.map(|(_, id)| id))
+        }))
+        .await
+    }
+
     async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error> {
         let (tenant, run) = (tenant.clone(), run.clone());
         self.read(job!(|tx| {

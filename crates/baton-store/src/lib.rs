@@ -274,6 +274,11 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + UsageStore + Send + Sync 
         reimport: Reimport,
     ) -> Result<Vec<Imported>, Error>;
 
+    /// The run an import of `source_key` went to ([`Origin::source_key`]), if the tenant has
+    /// one: how a caller asks whether a source was imported without importing it.
+    async fn source_run(&self, tenant: &TenantId, source_key: &str)
+    -> Result<Option<RunId>, Error>;
+
     /// A run with its origin (for an imported run), its source's compaction events, and
     /// counts over its history, from one snapshot.
     async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error>;

@@ -27,3 +27,4 @@ mod tidy;
 mod tokens;
 mod usage;
 mod versions;
+mod watch;

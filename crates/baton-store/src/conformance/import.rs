@@ -139,6 +139,37 @@ pub async fn import_creates_a_run_with_its_origin(h: &dyn Harness) {
     assert_eq!(seqs, [Seq(6)]);
 }
 
+/// How `baton import --history` tells an imported session from a deleted one: by its source
+/// key, in the caller's tenant only, without importing anything.
+pub async fn source_run_finds_an_imported_source_in_its_tenant(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let other = TenantId::new("other").unwrap();
+    assert_eq!(store.source_run(&t, "claude-code:s9").await.unwrap(), None);
+    let run = created(
+        import_one(
+            &*store,
+            &t,
+            import_of("claude-code:s9", session(0), vec![]),
+            Reimport::No,
+        )
+        .await,
+    );
+    assert_eq!(
+        store.source_run(&t, "claude-code:s9").await.unwrap(),
+        Some(run)
+    );
+    assert_eq!(
+        store.source_run(&other, "claude-code:s9").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.source_run(&t, "claude-code:s").await.unwrap(),
+        None,
+        "a key is matched whole"
+    );
+}
+
 pub async fn reimport_finds_the_run_and_appends_only_what_is_new(h: &dyn Harness) {
     let store = h.open().await;
     let t = TenantId::default_tenant();
