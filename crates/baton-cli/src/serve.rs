@@ -63,7 +63,7 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
-pub(crate) async fn shutdown_signal() {
+async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

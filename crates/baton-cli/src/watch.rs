@@ -49,21 +49,20 @@ pub async fn run(
             failed_to_print.get_or_insert(err);
         }
     };
-    let stats = baton_watch::watch(
-        &*env.store,
-        &env.tenant,
-        &config,
-        crate::serve::shutdown_signal(),
-        report,
-    )
-    .await
-    .map_err(|err| match err {
-        baton_watch::Error::NoSuchDirectory { .. } => anyhow::Error::new(NotFound(err.to_string())),
-        baton_watch::Error::NotADirectory { .. } => {
-            anyhow::Error::new(InvalidInput(err.to_string()))
-        }
-        err => anyhow::Error::new(err).context("watch"),
-    })?;
+    // The handlers are installed now, before the first scan: a signal that comes while it
+    // reads stops the watch between two files instead of killing the process.
+    let stop = stop_signal()?;
+    let stats = baton_watch::watch(&*env.store, &env.tenant, &config, stop, report)
+        .await
+        .map_err(|err| match err {
+            baton_watch::Error::NoSuchDirectory { .. } => {
+                anyhow::Error::new(NotFound(err.to_string()))
+            }
+            baton_watch::Error::NotADirectory { .. } => {
+                anyhow::Error::new(InvalidInput(err.to_string()))
+            }
+            err => anyhow::Error::new(err).context("watch"),
+        })?;
     if let Some(err) = failed_to_print {
         return Err(err).context("writing the watch log");
     }
@@ -73,6 +72,28 @@ pub async fn run(
         print_stopped(out, &stats)?;
     }
     Ok(())
+}
+
+/// A future that resolves on SIGINT or SIGTERM, its handlers installed when it is made.
+#[cfg(unix)]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+/// A future that resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// The state file, and the store's own files to leave alone if they sit in a watched folder.

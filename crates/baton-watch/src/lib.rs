@@ -369,16 +369,26 @@ pub async fn watch(
     for path in known_gone {
         w.gone(&path, &mut report);
     }
+    tokio::pin!(stop);
+    let mut stopped = false;
     for file in to_read {
+        // Between files, a stop asked for during the first scan is honoured at once.
+        tokio::select! {
+            biased;
+            () = &mut stop => {
+                stopped = true;
+                break;
+            }
+            () = std::future::ready(()) => {}
+        }
         w.import(&file, &mut report).await?;
     }
     w.state.save()?;
 
     // Follow.
-    tokio::pin!(stop);
     let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
     let mut burst: Option<(Instant, Instant)> = None; // (first change, last change)
-    loop {
+    while !stopped {
         let wake = match burst {
             Some((first, last)) => Some((last + config.quiet_for).min(first + config.at_most)),
             None => w.next_held(),
@@ -390,7 +400,7 @@ pub async fn watch(
             }
         };
         tokio::select! {
-            () = &mut stop => break,
+            () = &mut stop => stopped = true,
             event = rx.recv() => match event {
                 Some(Ok(event)) => {
                     if matches!(event.kind, EventKind::Access(_)) {
@@ -407,7 +417,7 @@ pub async fn watch(
                     let now = Instant::now();
                     burst = Some(burst.map_or((now, now), |(first, _)| (first, now)));
                 }
-                None => break,
+                None => stopped = true,
             },
             () = sleep => {
                 if burst.take().is_some() {
@@ -506,6 +516,15 @@ impl Watch<'_> {
             .collect()
     }
 
+    /// The runs `file` went to when it was last read.
+    fn known_runs(&self, file: &Path) -> Vec<RunId> {
+        self.state
+            .files
+            .get(file)
+            .map(|s| s.runs.clone())
+            .unwrap_or_default()
+    }
+
     /// A path a change was reported for: a file to check, a folder to walk, or a deletion.
     async fn changed(&mut self, path: &Path, report: &mut impl FnMut(&Event)) -> Result<(), Error> {
         match std::fs::metadata(path) {
@@ -570,11 +589,19 @@ impl Watch<'_> {
             Ok(Read::File(read)) => read,
             Ok(Read::NotTranscript(reason)) => {
                 tracing::debug!(path = %file.display(), reason, "watch: not a transcript");
+                // (A file cut to nothing mid-write keeps the runs it went to.)
+                seen.runs = self.known_runs(file);
                 self.state.record(file.to_path_buf(), seen);
+                return Ok(());
+            }
+            Err(_) if !file.exists() => {
+                // Deleted or renamed between the stat and the read.
+                self.gone(file, report);
                 return Ok(());
             }
             Err(reason) => {
                 self.stats.failed += 1;
+                seen.runs = self.known_runs(file);
                 report(&Event::Failed {
                     path: file.to_path_buf(),
                     reason,
@@ -591,6 +618,7 @@ impl Watch<'_> {
             Ok(outcomes) => outcomes,
             Err(err @ baton_store::Error::Import(_)) => {
                 self.stats.failed += 1;
+                seen.runs = self.known_runs(file);
                 report(&Event::Failed {
                     path: file.to_path_buf(),
                     reason: format!(

@@ -54,7 +54,7 @@ impl Watcher {
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -86,7 +86,9 @@ impl Watcher {
     fn until(&self, kind: &str) -> (Value, Vec<Value>) {
         let mut before = Vec::new();
         loop {
-            let event = self.next();
+            let Ok(event) = self.events.recv_timeout(PATIENCE) else {
+                panic!("no {kind:?} event in time; the watcher printed {before:?}");
+            };
             if event["event"] == kind {
                 return (event, before);
             }
@@ -109,6 +111,16 @@ impl Watcher {
     }
 }
 
+impl Drop for Watcher {
+    /// A failed test leaves no watcher behind (nor its hold on the test's output).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The messages of `run`, as stored (without seqs or times).
 fn messages(sb: &Sandbox, run: &str) -> Vec<Value> {
     let shown = sb.run(&["--json", "history", run]).ok().json();
@@ -116,7 +128,7 @@ fn messages(sb: &Sandbox, run: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| m["message"].clone())
+        .map(|m| serde_json::json!({ "role": m["role"], "content": m["content"] }))
         .collect()
 }
 
@@ -158,6 +170,15 @@ fn one_shot(full: &str, finished: bool) -> (Vec<Value>, usize) {
         .json();
     let run = imported["runs"][0]["id"].as_str().unwrap().to_owned();
     (messages(&sb, &run), runs(&sb).len())
+}
+
+/// `file` in `dir` as the watcher names it (the folder's canonical path).
+fn path_in(dir: &Path, file: &Path) -> String {
+    dir.canonicalize()
+        .unwrap()
+        .join(file.file_name().unwrap())
+        .display()
+        .to_string()
 }
 
 /// Waits until `run` holds `expected`.
@@ -225,9 +246,10 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
     wait_for(&sb, &run, &settled);
     let mut extended = 0;
     while let Ok(event) = w.events.try_recv() {
-        if event["event"] == "imported" && event["runs"][0]["run"] == run.as_str() {
-            assert_eq!(event["runs"][0]["status"], "extended", "one run: {event}");
-            extended += 1;
+        if event["event"] == "imported" {
+            assert_eq!(event["runs"][0]["run"], run.as_str(), "one run: {event}");
+            assert_ne!(event["runs"][0]["status"], "created", "one run: {event}");
+            extended += usize::from(event["runs"][0]["status"] == "extended");
         }
     }
     assert!(
@@ -281,6 +303,9 @@ fn deleted_truncated_and_rotated_files_lose_nothing_stored() {
         return;
     };
     let full = std::fs::read_to_string(&source).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let half: String = lines[..25].iter().map(|l| format!("{l}\n")).collect();
+    let rest: Vec<&str> = lines[25..].to_vec();
     let sb = Sandbox::new();
     let tree = sb.dir.path().join("projects");
     std::fs::create_dir_all(&tree).unwrap();
@@ -288,43 +313,40 @@ fn deleted_truncated_and_rotated_files_lose_nothing_stored() {
     let w = Watcher::start(&sb, &tree, &settings);
     assert_eq!(w.next()["event"], "started");
 
-    // A session appears in a new folder, written whole at once.
+    // A session appears in a new folder.
     let project = tree.join("-new-project");
     std::fs::create_dir_all(&project).unwrap();
     let path = project.join(format!("{SESSION_ID}.jsonl"));
-    std::fs::write(&path, &full).unwrap();
+    std::fs::write(&path, &half).unwrap();
     let (created, _) = w.until("imported");
     let run = created["runs"][0]["run"].as_str().unwrap().to_owned();
-    let (_, n_runs) = one_shot(&full, false);
-    wait_for(&sb, &run, &one_shot(&full, false).0);
-    let kept = messages(&sb, &run);
-    assert!(!kept.is_empty());
+    assert_eq!(created["runs"][0]["status"], "created");
 
-    // Truncated to its first half: read again; a prefix of what is stored changes nothing.
-    let half: String = full.lines().take(20).map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, &half).unwrap();
-    let (shrank, _) = w.until("shrank");
-    assert_eq!(
-        shrank["path"],
-        path.canonicalize().unwrap().to_str().unwrap()
-    );
-
-    // Rotated: renamed away, and the old name gone. The renamed copy is the same session.
+    // Rotated: renamed, then written on under the new name. The old name is gone, and the
+    // renamed file is the same session: it extends the same run.
     let rotated = project.join("rotated.jsonl.1");
     std::fs::rename(&path, &rotated).unwrap();
     let (gone, _) = w.until("gone");
+    assert_eq!(gone["path"], path_in(&project, &path), "{gone}");
     assert_eq!(gone["runs"][0], run.as_str(), "{gone}");
+    append(&rotated, &rest);
+    let (extended, _) = w.until("imported");
+    assert_eq!(extended["path"], path_in(&project, &rotated), "{extended}");
+    assert_eq!(extended["runs"][0]["run"], run.as_str(), "{extended}");
+    assert_eq!(extended["runs"][0]["status"], "extended", "{extended}");
+    let (settled, n_runs) = one_shot(&full, false);
+    wait_for(&sb, &run, &settled);
 
-    // Deleted outright: reported, and the run stays.
-    std::fs::write(&path, &full).unwrap();
+    // Truncated to its first lines: read again; a prefix of what is stored changes nothing.
+    let start: String = lines[..10].iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&rotated, &start).unwrap();
+    let (shrank, _) = w.until("shrank");
+    assert_eq!(shrank["path"], path_in(&project, &rotated), "{shrank}");
+
+    // Deleted outright: reported with its runs, which stay.
     std::fs::remove_file(&rotated).unwrap();
     let (gone, _) = w.until("gone");
-    assert!(
-        gone["path"].as_str().unwrap().ends_with("rotated.jsonl.1"),
-        "{gone}"
-    );
-    std::fs::remove_file(&path).unwrap();
-    let (gone, _) = w.until("gone");
+    assert_eq!(gone["path"], path_in(&project, &rotated), "{gone}");
     assert_eq!(gone["runs"][0], run.as_str(), "{gone}");
 
     // A file that is a broken transcript is reported, naming the line, and the watch goes on.
@@ -339,6 +361,7 @@ fn deleted_truncated_and_rotated_files_lose_nothing_stored() {
 
     let (stats, _) = w.stop("-TERM");
     assert_eq!(stats["runs_created"].as_u64(), Some(n_runs as u64));
+    assert_eq!(stats["failed"], 1);
     assert_eq!(
         runs(&sb).len(),
         n_runs,
@@ -346,7 +369,7 @@ fn deleted_truncated_and_rotated_files_lose_nothing_stored() {
     );
     assert_eq!(
         messages(&sb, &run),
-        kept,
+        settled,
         "nothing stored was lost or changed"
     );
     sb.run(&["runs", "show", &run]).ok();
