@@ -31,8 +31,6 @@ use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, NotFound, Reported};
 
-/// A file changed less than this long ago may still be being written (see `is_live`).
-const LIVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -224,7 +222,8 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         for f in &failed {
             writeln!(err, "baton: import: {}: {}", f.path, f.reason)?;
         }
-        if !args.quiet && !(args.paths.is_empty() && history.is_some()) {
+        let history_only = args.paths.is_empty() && history.is_some();
+        if !args.quiet && !history_only {
             print_totals(out, &totals)?;
         }
     }
@@ -511,17 +510,12 @@ fn read(
     Ok(Read::File(format, transcripts, imports, counts))
 }
 
-/// Whether `path` may still be being written: it changed less than [`LIVE_WITHIN`] ago (or
-/// its modification time is unknown, or in the future). A live file is imported up to its
-/// last complete unit (`Transcript::settle`), so a later import extends the run whatever
-/// point the agent had reached; a file quiet for longer is imported whole, its last response
-/// included even when the agent never closed it (a session killed mid-response).
+/// Whether `path` may still be being written: `baton_watch::is_live`, the rule `baton watch`
+/// follows too (changed less than `LIVE_WITHIN`, ten minutes, ago; or its time unknown).
 fn is_live(path: &Path) -> bool {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified());
-    match modified.map(|t| t.elapsed()) {
-        Ok(Ok(age)) => age < LIVE_WITHIN,
-        _ => true,
-    }
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .map_or(true, |t| baton_watch::is_live(t, baton_watch::LIVE_WITHIN))
 }
 
 fn format_of(format: ImportFormat) -> Option<Format> {
