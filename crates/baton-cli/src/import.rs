@@ -31,7 +31,6 @@ use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, NotFound, Reported};
 
-
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
 

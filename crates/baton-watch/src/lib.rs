@@ -529,7 +529,22 @@ impl Watch<'_> {
     async fn changed(&mut self, path: &Path, report: &mut impl FnMut(&Event)) -> Result<(), Error> {
         match std::fs::metadata(path) {
             Ok(meta) if meta.is_dir() => {
-                for file in self.files_under(path) {
+                let files = self.files_under(path);
+                let present: BTreeSet<&PathBuf> = files.iter().collect();
+                // Files known under the folder that are not there any more (a rescan after
+                // lost events, a folder moved in and out).
+                let known: Vec<PathBuf> = self
+                    .state
+                    .files
+                    .range(path.to_path_buf()..)
+                    .take_while(|(p, _)| p.starts_with(path))
+                    .map(|(p, _)| p.clone())
+                    .filter(|p| !present.contains(p))
+                    .collect();
+                for file in known {
+                    self.gone(&file, report);
+                }
+                for file in files {
                     if let Ok(meta) = std::fs::metadata(&file)
                         && !matches!(self.check(&file, &meta), Check::Unchanged | Check::Held)
                     {
