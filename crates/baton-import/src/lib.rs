@@ -290,6 +290,10 @@ impl Transcript {
                 n
             })
             .sum();
+        // The title repeats the first instruction's words: redacted like it, not counted twice.
+        if let Some(title) = self.title.as_mut() {
+            *title = redact::redact(title).0;
+        }
         in_messages + in_summaries
     }
 
@@ -331,6 +335,8 @@ impl Transcript {
             skipped_lines: self.skipped.non_message_lines as u64,
             side_branches: self.skipped.side_branches as u64,
             side_branch_messages: self.skipped.side_branch_messages as u64,
+            project: self.project.clone(),
+            title: self.title.clone(),
         };
         let entries = self
             .messages
