@@ -9,8 +9,9 @@
 //! backend. That costs a read of every run's summary per page, which is milliseconds for the
 //! thousands of runs a person imports, and lets a page be sorted by cost, which no database
 //! can compute (prices are baton's). A run's *activity* is what its source recorded (the first
-//! and last timestamps of an imported session), else when baton stored its first and last
-//! message, else when it was created.
+//! and last timestamps of an imported session; unknown when the source records none, and such
+//! a run sorts last and is left out by `since`), and for a run made through baton when it
+//! stored its first and last message (when it was created, while it has none).
 //!
 //! The cursor is opaque to callers: it names the sort and the position (sort key and run) of
 //! the last run of the page, and the next page starts strictly after it, so runs imported
@@ -92,7 +93,8 @@ pub struct RunQuery {
     /// Only runs of this project: its full path, or its last path component (`baton` matches
     /// `/work/baton`).
     pub project: Option<String>,
-    /// Only runs active at or after this time (their last activity).
+    /// Only runs active at or after this time (their last activity; a run whose activity is
+    /// unknown is left out).
     pub since: Option<Timestamp>,
     /// The order.
     pub sort: RunSort,
@@ -121,10 +123,11 @@ pub struct RunSummary {
     pub parent_run: Option<RunId>,
     /// Its subagent runs.
     pub subagents: u64,
-    /// Its first activity (see the module docs).
-    pub first_activity: Timestamp,
-    /// Its last activity.
-    pub last_activity: Timestamp,
+    /// Its first activity (see the module docs); `None` for an imported run whose source
+    /// records no time.
+    pub first_activity: Option<Timestamp>,
+    /// Its last activity, likewise.
+    pub last_activity: Option<Timestamp>,
     /// Messages in its history.
     pub messages: u64,
     /// Their stored token counts, summed.
@@ -186,6 +189,38 @@ pub struct ListedRun {
     pub first_stored: Option<Timestamp>,
     /// When baton stored its last message.
     pub last_stored: Option<Timestamp>,
+}
+
+/// The time a `--since`/`?since=` text names, `now` being the time it is read: a UTC day
+/// (`2026-02-01`, its midnight), an RFC 3339 time (`2026-02-01T10:00:00Z`), or an age (`90m`,
+/// `12h`, `7d`, `2w`: that long before `now`). The error says what is accepted.
+pub fn parse_since(text: &str, now: Timestamp) -> Result<Timestamp, String> {
+    let text = text.trim();
+    if let Some(day) = Timestamp::from_day(text) {
+        return Ok(day);
+    }
+    if let Some(at) = Timestamp::parse(text) {
+        return Ok(at);
+    }
+    let unit = text.chars().last().and_then(|u| match u {
+        'm' => Some(60_000),
+        'h' => Some(3_600_000),
+        'd' => Some(86_400_000),
+        'w' => Some(7 * 86_400_000),
+        _ => None,
+    });
+    let number = text
+        .get(..text.len().saturating_sub(1))
+        .and_then(|n| n.parse::<i64>().ok());
+    match (number, unit) {
+        (Some(n), Some(unit)) if n >= 0 => n
+            .checked_mul(unit)
+            .map(|ms| Timestamp(now.0.saturating_sub(ms)))
+            .ok_or_else(|| format!("{text:?}: too long ago")),
+        _ => Err(format!(
+            "{text:?}: expected a day (2026-02-01), a time (2026-02-01T10:00:00Z) or an age (90m, 12h, 7d, 2w)"
+        )),
+    }
 }
 
 /// The most runs one page of `GET /v1/runs` returns.
@@ -269,12 +304,18 @@ fn summarize(
         }
     }
     let parse = |at: &Option<String>| at.as_deref().and_then(Timestamp::parse);
-    let created = row.run.created_at;
-    let first_activity = parse(&row.first_at).or(row.first_stored).unwrap_or(created);
-    let last_activity = parse(&row.last_at)
-        .or(row.last_stored)
-        .unwrap_or(first_activity)
-        .max(first_activity);
+    // An imported run's activity is its source's: the time it was imported says nothing
+    // about the work. A native run's is when its messages were stored.
+    let (first_activity, last_activity) = match &row.format {
+        Some(_) => {
+            let first = parse(&row.first_at);
+            (first, parse(&row.last_at).or(first))
+        }
+        None => {
+            let first = row.first_stored.unwrap_or(row.run.created_at);
+            (Some(first), Some(row.last_stored.unwrap_or(first)))
+        }
+    };
     RunSummary {
         agent: row.format,
         project: row.project,
@@ -297,7 +338,7 @@ fn summarize(
 fn matches(query: &RunQuery, summary: &RunSummary) -> bool {
     if query
         .since
-        .is_some_and(|since| summary.last_activity < since)
+        .is_some_and(|since| summary.last_activity.is_none_or(|last| last < since))
     {
         return false;
     }
@@ -342,8 +383,9 @@ impl Key {
         // Every value is exact in an f64: times in milliseconds and counts are far below 2^53.
         let value = match sort {
             RunSort::Created => return Key { value: 0.0, pk },
-            RunSort::Last => s.last_activity.0 as f64,
-            RunSort::First => s.first_activity.0 as f64,
+            // A run whose source records no time comes last.
+            RunSort::Last => s.last_activity.map_or(f64::NEG_INFINITY, |t| t.0 as f64),
+            RunSort::First => s.first_activity.map_or(f64::NEG_INFINITY, |t| t.0 as f64),
             RunSort::Messages => s.messages as f64,
             RunSort::Tokens => s.tokens as f64,
             RunSort::Cost => s.cost.unwrap_or(-1.0),
