@@ -14,6 +14,7 @@ mod hardening;
 mod history;
 mod ops;
 mod reports;
+mod runs;
 mod sdk;
 mod service;
 mod summaries;
