@@ -265,7 +265,7 @@ pub(crate) fn page(
         })
         .filter(|(_, s)| matches(query, s))
         .collect();
-    summaries.sort_by(|(a, _), (b, _)| a.cmp(b));
+    summaries.sort_by_key(|(k, _)| *k);
     let total = summaries.len() as u64;
     let start = match after {
         Some(after) => summaries.partition_point(|(k, _)| *k <= after),

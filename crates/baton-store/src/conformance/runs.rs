@@ -340,7 +340,7 @@ async fn full_run(store: &dyn Store, t: &TenantId, key: &str, word: &str) -> (Ru
         assert!(store.pin(t, r, Seq(1)).await.unwrap());
         let constraint = NewEntry::estimated(baton_core::Message::text(
             Role::User,
-            &format!("read-only {word}"),
+            format!("read-only {word}"),
         ));
         store
             .add_constraint(t, r, &constraint, "read-only", true)
@@ -424,7 +424,7 @@ pub async fn a_deleted_run_leaves_no_row_and_other_runs_untouched(h: &dyn Harnes
 
     let deleted = store.delete_run(&t, &gone).await.unwrap();
     assert_eq!(deleted.run, gone);
-    assert_eq!(deleted.subagents, [gone_child.clone()]);
+    assert_eq!(deleted.subagents, std::slice::from_ref(&gone_child));
     // 4 messages and a constraint's message, in each of the two runs.
     assert_eq!(deleted.messages, 10);
     drop(store);
