@@ -448,3 +448,6 @@ impl Cursor {
         Ok(Key { value, pk })
     }
 }
+
+#[cfg(test)]
+mod tests;
