@@ -275,6 +275,23 @@ impl Transcript {
 
     /// Redacts secrets from every message and compaction summary; returns how many.
     pub fn redact(&mut self) -> usize {
+        // The title repeats the first instruction's words, cut at 80 characters, perhaps in the
+        // middle of a key too short then for its pattern: it is made again from the line it
+        // was cut from, once that is redacted (else redacted as it is), and not counted twice.
+        if let Some(title) = self.title.take() {
+            let stem = title.trim_end_matches('…');
+            let line = self.messages.iter().find_map(|m| {
+                let text = m.message.plain_text();
+                text.lines()
+                    .map(str::trim)
+                    .find(|l| l.starts_with(stem))
+                    .map(str::to_owned)
+            });
+            self.title = match line {
+                Some(line) => title_of(&redact::redact(&line).0),
+                None => Some(redact::redact(&title).0),
+            };
+        }
         let in_messages: usize = self
             .messages
             .iter_mut()
@@ -290,10 +307,6 @@ impl Transcript {
                 n
             })
             .sum();
-        // The title repeats the first instruction's words: redacted like it, not counted twice.
-        if let Some(title) = self.title.as_mut() {
-            *title = redact::redact(title).0;
-        }
         in_messages + in_summaries
     }
 
