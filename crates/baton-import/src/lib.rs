@@ -179,6 +179,10 @@ pub struct Transcript {
     pub queued: usize,
 }
 
+/// How many user messages [`Transcript::redact`] looks through for the line a title was cut
+/// from.
+const TITLE_SEARCH: usize = 64;
+
 /// How many characters of the first instruction make a [`Transcript::title`].
 pub const TITLE_CHARS: usize = 80;
 
@@ -280,7 +284,14 @@ impl Transcript {
         // was cut from, once that is redacted (else redacted as it is), and not counted twice.
         if let Some(title) = self.title.take() {
             let stem = title.trim_end_matches('…');
-            let line = self.messages.iter().find_map(|m| {
+            // The first instruction is among the first user messages; a title no line starts
+            // with (a Claude Code command and its arguments) is not searched for further.
+            let users = self
+                .messages
+                .iter()
+                .filter(|m| m.message.role == baton_core::Role::User)
+                .take(TITLE_SEARCH);
+            let line = users.into_iter().find_map(|m| {
                 let text = m.message.plain_text();
                 text.lines()
                     .map(str::trim)
