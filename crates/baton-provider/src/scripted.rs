@@ -508,6 +508,8 @@ impl Shared {
                 output_tokens: (output_bytes as u64 / 4).max(1),
                 cache_read_tokens: 0,
                 cache_write_tokens: 0,
+                cache_write_1h_tokens: 0,
+                reasoning_tokens: 0,
             },
             model: request.model.clone(),
         }
