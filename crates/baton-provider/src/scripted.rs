@@ -387,7 +387,9 @@ async fn embeddings(
             let mut seed = hasher.finish();
             let vector: Vec<f64> = (0..8)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
                 })
                 .collect();

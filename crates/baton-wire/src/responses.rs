@@ -63,7 +63,10 @@ mod tests;
 /// `function_call_output` is one tool message).
 pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
     let Value::Object(map) = value else {
-        return Err(invalid("body", "We could not parse the JSON body of your request."));
+        return Err(invalid(
+            "body",
+            "We could not parse the JSON body of your request.",
+        ));
     };
     let Some(model) = map.get("model").and_then(Value::as_str) else {
         return Err(invalid("model", "Missing required parameter: 'model'."));
@@ -144,7 +147,10 @@ fn read_item(
     system: &mut Vec<String>,
 ) -> Result<(), Error> {
     let at = format!("input[{i}]");
-    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     match kind {
         "message" => {
             let role = match item.get("role").and_then(Value::as_str) {
@@ -159,7 +165,12 @@ fn read_item(
                         ),
                     ));
                 }
-                None => return Err(invalid(&format!("{at}.role"), "Missing required parameter.")),
+                None => {
+                    return Err(invalid(
+                        &format!("{at}.role"),
+                        "Missing required parameter.",
+                    ));
+                }
             };
             let content = match item.get("content") {
                 Some(Value::String(text)) => vec![ContentBlock::Text { text: text.clone() }],
@@ -203,7 +214,10 @@ fn read_item(
             match messages.last_mut() {
                 Some(last)
                     if last.role == Role::Assistant
-                        && last.content.iter().all(|b| !matches!(b, ContentBlock::ToolResult { .. })) =>
+                        && last
+                            .content
+                            .iter()
+                            .all(|b| !matches!(b, ContentBlock::ToolResult { .. })) =>
                 {
                     last.content.push(call);
                 }
@@ -341,7 +355,12 @@ fn output_items(reply: &Reply, id: &str) -> Vec<Value> {
         }));
     }
     for block in &reply.message.content {
-        if let ContentBlock::ToolUse { id: call, name, input } = block {
+        if let ContentBlock::ToolUse {
+            id: call,
+            name,
+            input,
+        } = block
+        {
             let arguments = match input {
                 Value::String(raw) => raw.clone(),
                 other => other.to_string(),
@@ -410,11 +429,15 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
                     "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})));
                 let text = item["content"][0]["text"].as_str().unwrap_or_default();
                 for piece in chunks(text, 12) {
-                    out.push(event(json!({"type": "response.output_text.delta", "item_id": item_id,
-                        "output_index": index, "content_index": 0, "delta": piece, "logprobs": []})));
+                    out.push(event(
+                        json!({"type": "response.output_text.delta", "item_id": item_id,
+                        "output_index": index, "content_index": 0, "delta": piece, "logprobs": []}),
+                    ));
                 }
-                out.push(event(json!({"type": "response.output_text.done", "item_id": item_id,
-                    "output_index": index, "content_index": 0, "text": text, "logprobs": []})));
+                out.push(event(
+                    json!({"type": "response.output_text.done", "item_id": item_id,
+                    "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+                ));
                 out.push(event(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": index,
                     "content_index": 0, "part": item["content"][0].clone()})));
             }
@@ -423,14 +446,20 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
                 out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": started})));
                 let arguments = item["arguments"].as_str().unwrap_or_default();
                 for piece in chunks(arguments, 10) {
-                    out.push(event(json!({"type": "response.function_call_arguments.delta",
-                        "item_id": item_id, "output_index": index, "delta": piece})));
+                    out.push(event(
+                        json!({"type": "response.function_call_arguments.delta",
+                        "item_id": item_id, "output_index": index, "delta": piece}),
+                    ));
                 }
-                out.push(event(json!({"type": "response.function_call_arguments.done",
-                    "item_id": item_id, "output_index": index, "arguments": arguments})));
+                out.push(event(
+                    json!({"type": "response.function_call_arguments.done",
+                    "item_id": item_id, "output_index": index, "arguments": arguments}),
+                ));
             }
         }
-        out.push(event(json!({"type": "response.output_item.done", "output_index": index, "item": item})));
+        out.push(event(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        ));
     }
     let last = match status.0.as_str() {
         "incomplete" => "response.incomplete",

@@ -34,7 +34,13 @@ fn a_request_with_every_item_kind() {
     let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
-        [Role::System, Role::User, Role::Assistant, Role::Tool, Role::Tool]
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool
+        ]
     );
     assert_eq!(request.messages[2].tool_use_ids().count(), 2);
     crate::openai::check_messages(&request.messages).unwrap();
@@ -131,9 +137,8 @@ fn a_truncated_or_failed_stream_is_an_error() {
     let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":3,\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n";
     let err = stream.feed(failed.as_bytes()).unwrap_err();
     assert_eq!(err.to_string(), "server_error: boom");
-    let err =
-        parse_response(br#"{"error": {"message": "bad", "type": "invalid_request_error"}}"#)
-            .unwrap_err();
+    let err = parse_response(br#"{"error": {"message": "bad", "type": "invalid_request_error"}}"#)
+        .unwrap_err();
     assert_eq!(err.to_string(), "invalid_request_error: bad");
 }
 
