@@ -94,7 +94,7 @@ pub async fn call(server: &TestServer, path: &str, body: &Value, extra: &[(&str,
         .header("x-baton-key", &server.key)
         .body(body.to_string());
     request = match path {
-        "/v1/messages" => request
+        p if p.starts_with("/v1/messages") => request
             .header("x-api-key", PROVIDER_KEY)
             .header("anthropic-version", "2023-06-01"),
         _ => request.bearer_auth(PROVIDER_KEY),
