@@ -115,7 +115,7 @@ pub(crate) enum UpstreamError {
     #[error("the upstream answered HTTP {status}")]
     Status {
         status: StatusCode,
-        headers: HeaderMap,
+        headers: Box<HeaderMap>,
         body: Bytes,
     },
     #[error("the upstream did not answer within {0:?} (`baton serve --upstream-timeout`)")]
@@ -229,7 +229,7 @@ pub(crate) async fn fetch(
         let body = read_all(response, limit).await?;
         return Err(UpstreamError::Status {
             status,
-            headers: relayed,
+            headers: Box::new(relayed),
             body,
         });
     }
@@ -270,7 +270,7 @@ pub(crate) async fn fetch(
             // An error in a 2xx body: passed on, never cached.
             return Err(UpstreamError::Status {
                 status,
-                headers: relayed,
+                headers: Box::new(relayed),
                 body,
             });
         }
