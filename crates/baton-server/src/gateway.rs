@@ -106,6 +106,15 @@
 //!
 //! Every call runs on a task of its own, so a caller that hangs up neither cancels the upstream
 //! call its followers wait for nor loses an answer that the cache can keep.
+//!
+//! # Seams
+//!
+//! Capturing a conversation as a run, and managed context (issue 18, items 5 and 6), belong in
+//! `run`: the request is at hand there as JSON (`Call::value`, readable with
+//! `baton_wire::{anthropic, openai, responses}::parse_request`), and the answer as the
+//! [`baton_cache::Answered`] value once it is complete (its usage split in `usage`), whether it
+//! was executed, a hit or coalesced; a rewritten request is another `Call` with another body
+//! and so another cache key.
 
 mod idempotency;
 pub(crate) mod relay;

@@ -559,3 +559,24 @@ async fn headers_and_query_strings_are_relayed_both_ways() {
     );
     server.stop().await;
 }
+
+/// `baton serve --prices FILE`: the call log costs calls at the server's table, the one
+/// `report usage --prices` reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_call_log_prices_at_the_servers_table() {
+    let up = upstream(json!([
+        {"reply": {"text": "cached", "usage": {"cache_read": 1_000_000}}},
+    ]));
+    let table = PriceTable::parse(
+        "[models.claude-sonnet-4-5]\ninput = 0.0\ncached_input = 2.0\ncache_write = 0.0\noutput = 0.0\n",
+    )
+    .unwrap();
+    let server = gateway(Backend::Sqlite, &up, |c| c.prices = table).await;
+    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 8,
+                      "messages": [{"role": "user", "content": "price me"}]});
+    let got = call(&server, "/v1/messages", &body, &[]).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let log = calls(&server, "acme").await;
+    assert_eq!(log[0].cost_usd, Some(2.0), "{log:?}");
+    server.stop().await;
+}
