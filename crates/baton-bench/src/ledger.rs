@@ -5,10 +5,11 @@
 //! (`baton_sqlite::bench::BareLedger`). Target: ≥ 0.6 of the bare rate (issue 16).
 //!
 //! baton's pair does more than the bare loop: `begin` inserts the operation and its attempt;
-//! `complete` updates the operation under its fence and closes the attempt; each call goes to
-//! the store's writer thread and back. Workers in one process share that one writer
-//! connection, so concurrency buys no parallel writes on SQLite, but the writer commits the
-//! calls queued together in one transaction (group commit).
+//! `complete` updates the operation under its fence and closes the attempt. A lone call runs on
+//! its caller's thread; calls that find the writing connection busy go to the store's writer
+//! thread. Workers in one process share that one writer connection, so concurrency buys no
+//! parallel writes on SQLite, but the writer commits the calls queued together in one
+//! transaction (group commit).
 
 use std::io::Write;
 use std::path::Path;

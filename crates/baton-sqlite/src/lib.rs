@@ -4,11 +4,12 @@
 //! Roles:
 //! - [`SqliteStore`]: a [`Backend`], and so a `baton_store::Store`: every rule of the store is
 //!   `baton-store`'s; this crate holds the SQL and the connections.
-//! - The writer thread (`writer`): the one connection that writes, fed by a queue. Callers
-//!   await a reply instead of holding a lock, so no tokio worker blocks on SQLite's write lock;
-//!   jobs queued together commit in one transaction, each in a savepoint of its own. Across
-//!   processes every write transaction is `BEGIN IMMEDIATE` and waits on the busy timeout, on
-//!   that thread.
+//! - The writer (`writer`): the one connection that writes. A write that can start at once
+//!   (connection free, nothing queued, SQLite's write lock free) runs on the caller's thread;
+//!   any other is queued to the writer thread and the caller awaits a reply, so no tokio worker
+//!   waits on a lock; jobs queued together commit in one transaction, each in a savepoint of
+//!   its own. Across processes every write transaction is `BEGIN IMMEDIATE`, and only the
+//!   writer thread waits out the busy timeout.
 //! - Readers: a small pool of connections that WAL lets read beside the writer, each read one
 //!   deferred transaction (one snapshot), run where the caller is (`block_in_place`: a read is
 //!   tens of microseconds, less than a thread hop) or on the blocking pool on a current-thread
@@ -63,6 +64,7 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     jobs: Sender<Box<dyn writer::Job>>,
+    writer: Arc<writer::Writer>,
     readers: Mutex<Vec<SqliteTx>>,
 }
 
@@ -96,8 +98,9 @@ impl SqliteStore {
             .spawn(move || {
                 match connect(&at).and_then(|tx| migrate::run(&tx.conn, &at).map(|()| tx)) {
                     Ok(tx) => {
-                        if ready.send(Ok(())).is_ok() {
-                            writer::run(tx, queue);
+                        let shared = Arc::new(writer::Writer::new(tx, BUSY_TIMEOUT));
+                        if ready.send(Ok(shared.clone())).is_ok() {
+                            writer::run(&shared, queue);
                         }
                     }
                     Err(e) => {
@@ -106,11 +109,12 @@ impl SqliteStore {
                 }
             })
             .map_err(Error::backend)?;
-        opened.await.map_err(|_| stopped())??;
+        let writer = opened.await.map_err(|_| stopped())??;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 jobs,
+                writer,
                 readers: Mutex::new(Vec::new()),
             }),
         })
@@ -199,16 +203,17 @@ impl Backend for SqliteStore {
         T: Send + 'static,
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
-        let job = Box::new(writer::Typed {
-            job: Some(job),
-            result: None,
-            reply,
-        });
-        let queued = self.inner.jobs.send(job).is_ok();
+        let inner = self.inner.clone();
         async move {
-            if !queued {
-                return Err(stopped());
+            let (reply, answer) = oneshot::channel();
+            let job: Box<dyn writer::Job> = Box::new(writer::Typed {
+                job: Some(job),
+                result: None,
+                reply,
+            });
+            if let Err(job) = in_place(|| writer::try_inline(&inner.writer, job)) {
+                inner.writer.queue_one();
+                inner.jobs.send(job).map_err(|_| stopped())?;
             }
             answer.await.map_err(|_| stopped())?
         }
@@ -252,6 +257,17 @@ where
         _ => tokio::task::spawn_blocking(f)
             .await
             .map_err(Error::backend)?,
+    }
+}
+
+/// Runs `f`, which does not wait on anything but may take a while (a large write), where the
+/// caller is: on a multi-thread runtime under `block_in_place`, so the worker's other tasks
+/// move to the rest of the pool meanwhile.
+fn in_place<T>(f: impl FnOnce() -> T) -> T {
+    let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+    match flavor {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

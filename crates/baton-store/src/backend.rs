@@ -35,7 +35,7 @@
 //!
 //! # Design
 //!
-//! Appends and installs are single `BEGIN IMMEDIATE` transactions, run on SQLite by the store's one writer thread (jobs queued together share one transaction, each in a savepoint), so no async worker waits on the write lock.
+//! Appends and installs are single `BEGIN IMMEDIATE` transactions, run on SQLite over the store's one writing connection: on the caller's thread when it is free and nothing is queued, else by the writer thread (jobs queued together share one transaction, each in a savepoint), so no async worker waits on the write lock.
 //! Seqs are assigned from `runs.last_seq` inside the transaction, so they are gap-free and never reused under concurrent appenders in any number of processes.
 //! The install inserts the candidate, then moves the pointer with `UPDATE runs SET active_summary_id = new WHERE pk = run AND active_summary_id IS base`; if no row changed, the transaction is dropped and the insert rolls back with it.
 //! The busy timeout (30 s) makes writers in other processes wait for SQLite's write lock instead of failing.

@@ -1,5 +1,6 @@
-//! The writer thread (issue 16, item 2): a write waiting on SQLite's lock holds no tokio
-//! worker, and writes queued together commit together, each with its own outcome.
+//! The writer (issue 16, item 2): a write waiting on SQLite's lock holds no tokio worker,
+//! writes queued together commit together, each with its own outcome, and a lone write runs
+//! where its caller is.
 
 use std::time::{Duration, Instant};
 
@@ -157,4 +158,125 @@ async fn writes_queued_together_commit_together_and_a_failing_one_fails_alone() 
         [run, cancelled, edited],
         "the fresh transcript's run rolled back"
     );
+}
+
+/// The thread a write job ran on, through the backend's own write path.
+async fn writer_thread_of(store: &SqliteStore) -> String {
+    use baton_store::backend::Backend;
+    store
+        .write(|_tx| {
+            Box::pin(async move {
+                Ok(std::thread::current()
+                    .name()
+                    .unwrap_or("unnamed")
+                    .to_owned())
+            })
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_write_runs_where_its_caller_is_and_a_contended_one_on_the_writer_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+
+    // Nothing queued, the connection and SQLite's lock free: no thread hop.
+    let lone = writer_thread_of(&store).await;
+    assert_ne!(lone, "baton-sqlite-writer", "a lone write hopped threads");
+
+    // Another process holds the write lock: the caller does not wait for it, the thread does.
+    let lock = hold_write_lock(&path);
+    let contended = {
+        let store = store.clone();
+        tokio::spawn(async move { writer_thread_of(&store).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(lock);
+    assert_eq!(contended.await.unwrap(), "baton-sqlite-writer");
+
+    // And once the lock is free again, the next lone write is back on its caller's thread.
+    assert_ne!(writer_thread_of(&store).await, "baton-sqlite-writer");
+}
+
+#[test]
+fn writes_from_many_threads_and_runtimes_racing_another_process_are_gap_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = multi.block_on(SqliteStore::open(&path)).unwrap();
+    let t = TenantId::default_tenant();
+    let run = multi
+        .block_on(store.create_run(&t, &NewRun::default()))
+        .unwrap()
+        .id;
+
+    // Another process takes SQLite's write lock now and then, so some writes start at once on
+    // their caller's thread and others queue behind the lock.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.busy_timeout(Duration::from_secs(30)).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                conn.execute_batch("COMMIT").unwrap();
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    // Tasks on the multi-thread runtime, and plain threads each on a current-thread runtime.
+    let tasks: Vec<_> = (0..16)
+        .map(|w| {
+            let (store, t, run) = (store.clone(), t.clone(), run.clone());
+            multi.spawn(async move {
+                for i in 0..60 {
+                    store
+                        .append(&t, &run, &[entry(&format!("task {w} {i}"))])
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    let threads: Vec<_> = (0..4)
+        .map(|w| {
+            let (store, t, run) = (store.clone(), t.clone(), run.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                for i in 0..60 {
+                    rt.block_on(store.append(&t, &run, &[entry(&format!("thread {w} {i}"))]))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        multi.block_on(task).unwrap();
+    }
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    other.join().unwrap();
+
+    let stored = multi
+        .block_on(store.read_range(&t, &run, Seq(1), None))
+        .unwrap();
+    let seqs: Vec<Seq> = stored.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=1200).map(Seq).collect::<Vec<_>>(), "gap-free");
+    let mut texts: Vec<String> = stored.iter().map(|e| e.message.plain_text()).collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts.len(), 1200, "each write stored once");
 }
