@@ -444,6 +444,24 @@ async fn embeddings_are_cached_and_models_and_count_tokens_relayed() {
     .await;
     assert_vendor_error(&anonymous, "/v1/messages/count_tokens", 401, "unauthorized");
 
+    // A stored response's routes are relayed as they are, the upstream's answer with them
+    // (this upstream stores nothing: its own 404, not baton's error).
+    let stored = send(
+        server
+            .client
+            .delete(server.url("/v1/responses/resp_123?include=x"))
+            .header("x-baton-key", &server.key)
+            .bearer_auth("sk-provider"),
+    )
+    .await;
+    assert_eq!(stored.status, 404, "{}", stored.text());
+    assert!(!stored.headers.contains_key("x-baton-error"));
+    assert!(
+        stored
+            .text()
+            .contains("scripted server: no route /v1/responses/resp_123")
+    );
+
     let requests = up.requests();
     let seen: Vec<(&str, &str, Option<&str>)> = requests
         .iter()
@@ -456,6 +474,7 @@ async fn embeddings_are_cached_and_models_and_count_tokens_relayed() {
             ("GET", "/v1/models", Some("limit=5")),
             ("GET", "/v1/models", Some("limit=5")),
             ("POST", "/v1/messages/count_tokens", None),
+            ("DELETE", "/v1/responses/resp_123", Some("include=x")),
         ]
     );
     // Only the embeddings calls are model calls in the log.
