@@ -121,45 +121,83 @@ async fn responses_whole_and_streamed_miss_then_hit(backend: Backend) {
     server.stop().await;
 }
 
-/// Issue 18: sequential streamed repeats were `coalesced` when the upstream closed its body a
-/// little after the final event, and counted as overlapping in `report duplicates`.
+/// Sends a streamed request and reads it only until `last` (its final event) has arrived, as
+/// SDKs do: the next request may follow before the body ends.
+async fn call_until(server: &TestServer, path: &str, body: &Value, last: &str) -> (String, String) {
+    let mut response = server
+        .client
+        .post(server.url(path))
+        .header("content-type", "application/json")
+        .header("x-baton-key", &server.key)
+        .header("x-api-key", "sk-provider")
+        .header("anthropic-version", "2023-06-01")
+        .bearer_auth("sk-provider")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let cache = response.headers()["x-baton-cache"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut text = String::new();
+    while !text.contains(last) {
+        let chunk = response.chunk().await.unwrap();
+        let chunk = chunk.unwrap_or_else(|| panic!("the stream ended before {last}: {text}"));
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    (cache, text)
+}
+
+/// Issue 18: sequential streamed repeats were `coalesced` (10 of 10) when the upstream closed
+/// its body a little after the final event, and counted as overlapping in `report duplicates`.
 async fn a_sequential_repeat_of_a_stream_is_a_hit(backend: Backend) {
     let up = upstream(json!([
         {"reply": {"text": "Streamed, then held open.", "close_delay_ms": 300}},
         {"reply": {"text": "OpenAI, held open too.", "close_delay_ms": 300}},
+        {"reply": {"text": "Responses, held open too.", "close_delay_ms": 300}},
     ]));
     let server = gateway(backend, &up, |_| {}).await;
-    for (path, body) in [
+    for (path, body, last) in [
         (
             "/v1/messages",
             json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": true,
                    "messages": [{"role": "user", "content": "repeat me"}]}),
+            "event: message_stop",
         ),
         (
             "/v1/chat/completions",
             json!({"model": "gpt-4o-mini", "stream": true,
                    "messages": [{"role": "user", "content": "repeat me"}]}),
+            "data: [DONE]",
+        ),
+        (
+            "/v1/responses",
+            responses_body("repeat me", true),
+            "event: response.completed",
         ),
     ] {
         let mut outcomes = Vec::new();
-        let mut bodies = Vec::new();
+        let mut texts = Vec::new();
         for _ in 0..10 {
-            // Each answer is read to its end before the next request is sent.
-            let got = call(&server, path, &body, &[]).await;
-            assert_eq!(got.status, 200, "{}", got.text());
-            outcomes.push(got.cache().to_owned());
-            bodies.push(got.body);
+            let (cache, text) = call_until(&server, path, &body, last).await;
+            outcomes.push(cache);
+            texts.push(text);
         }
         assert_eq!(outcomes[0], "miss");
-        assert!(outcomes[1..].iter().all(|o| o == "hit"), "{outcomes:?}");
-        assert!(bodies.iter().all(|b| *b == bodies[0]));
+        assert!(
+            outcomes[1..].iter().all(|o| o == "hit"),
+            "{path}: {outcomes:?}"
+        );
+        assert!(texts.iter().all(|t| *t == texts[0]));
     }
-    assert_eq!(up.requests().len(), 2);
+    assert_eq!(up.requests().len(), 3);
     server.state.flush_logs().await;
     let (status, report) = server.get("/v1/reports/duplicates").await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["total"]["calls"], 20, "{report}");
-    assert_eq!(report["total"]["repeats"], 18, "{report}");
+    assert_eq!(report["total"]["calls"], 30, "{report}");
+    assert_eq!(report["total"]["repeats"], 27, "{report}");
     assert_eq!(report["total"]["coincident"], 0, "{report}");
     assert_eq!(report["total"]["saved_by_coalescing"], 0.0, "{report}");
     server.stop().await;
