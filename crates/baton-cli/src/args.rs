@@ -163,6 +163,10 @@ pub struct ServeArgs {
     /// The most connections served at once (the next ones are answered 503 and closed).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: usize,
+    /// A price file replacing the built-in table (`crates/baton-core/prices.toml`'s shape): the
+    /// gateway's call log costs each call at it, as `report usage --prices` does.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// `baton keys …`

@@ -10,6 +10,7 @@
 
 mod contract;
 mod gateway;
+mod gateway_v2;
 mod hardening;
 mod history;
 mod ops;
