@@ -79,7 +79,8 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Runs(RunsCommand::Create(args)) => crate::runs::create_run(&env, args, out).await,
-        Command::Runs(RunsCommand::List) => crate::runs::list_runs(&env, out).await,
+        Command::Runs(RunsCommand::List(args)) => crate::runs::list_runs(&env, args, out).await,
+        Command::Runs(RunsCommand::Delete(args)) => crate::runs::delete_run(&env, args, out).await,
         Command::Runs(RunsCommand::Show(arg)) => crate::runs::show_run(&env, &arg.run, out).await,
         Command::Runs(RunsCommand::Cancel(arg)) => {
             crate::runs::cancel_run(&env, &arg.run, out).await

@@ -470,6 +470,20 @@ fn read(
             n - t.messages.len()
         })
         .collect();
+    // A transcript without a message (a live file's only message still being written) makes
+    // no run: an empty run is noise in `runs list`, and the next import brings the message
+    // (issue 17, item 6).
+    let unsettled = held.iter().any(|&n| n > 0);
+    let (mut transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
+        .into_iter()
+        .zip(held)
+        .filter(|(t, _)| !t.messages.is_empty())
+        .unzip();
+    if transcripts.is_empty() && unsettled {
+        return Ok(Read::Skipped(
+            "nothing complete in it yet (still being written); the next import brings it".into(),
+        ));
+    }
     if transcripts.is_empty() {
         let reason = format!("no {} transcript in it (nothing to import)", format.name());
         if source.named {

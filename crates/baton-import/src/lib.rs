@@ -184,6 +184,10 @@ pub struct Transcript {
     pub queued: usize,
 }
 
+/// How many user messages [`Transcript::redact`] looks through for the line a title was cut
+/// from.
+const TITLE_SEARCH: usize = 64;
+
 /// How many characters of the first instruction make a [`Transcript::title`].
 pub const TITLE_CHARS: usize = 80;
 
@@ -287,6 +291,30 @@ impl Transcript {
 
     /// Redacts secrets from every message and compaction summary; returns how many.
     pub fn redact(&mut self) -> usize {
+        // The title repeats the first instruction's words, cut at 80 characters, perhaps in the
+        // middle of a key too short then for its pattern: it is made again from the line it
+        // was cut from, once that is redacted (else redacted as it is), and not counted twice.
+        if let Some(title) = self.title.take() {
+            let stem = title.trim_end_matches('…');
+            // The first instruction is among the first user messages; a title no line starts
+            // with (a Claude Code command and its arguments) is not searched for further.
+            let users = self
+                .messages
+                .iter()
+                .filter(|m| m.message.role == baton_core::Role::User)
+                .take(TITLE_SEARCH);
+            let line = users.into_iter().find_map(|m| {
+                let text = m.message.plain_text();
+                text.lines()
+                    .map(str::trim)
+                    .find(|l| l.starts_with(stem))
+                    .map(str::to_owned)
+            });
+            self.title = match line {
+                Some(line) => title_of(&redact::redact(&line).0),
+                None => Some(redact::redact(&title).0),
+            };
+        }
         let in_messages: usize = self
             .messages
             .iter_mut()
@@ -343,6 +371,8 @@ impl Transcript {
             skipped_lines: self.skipped.non_message_lines as u64,
             side_branches: self.skipped.side_branches as u64,
             side_branch_messages: self.skipped.side_branch_messages as u64,
+            project: self.project.clone(),
+            title: self.title.clone(),
         };
         let entries = self
             .messages

@@ -602,6 +602,13 @@ impl Watch<'_> {
         let read = read_file(file, None, live, self.config.tokenizer);
         let read = match read {
             Ok(Read::File(read)) => read,
+            Ok(Read::NothingYet) => {
+                // Read again when it changes, or whole once its agent has stopped.
+                seen.held = true;
+                seen.runs = self.known_runs(file);
+                self.state.record(file.to_path_buf(), seen);
+                return Ok(());
+            }
             Ok(Read::NotTranscript(reason)) => {
                 tracing::debug!(path = %file.display(), reason, "watch: not a transcript");
                 // (A file cut to nothing mid-write keeps the runs it went to.)

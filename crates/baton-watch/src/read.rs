@@ -17,6 +17,9 @@ pub const LIVE_WITHIN: Duration = Duration::from_secs(600);
 pub enum Read {
     /// The file is not a transcript baton reads, or holds none; the reason says which.
     NotTranscript(String),
+    /// The file is a transcript being written with nothing complete in it yet: no run is
+    /// made (an empty run is noise), and a later read brings its messages.
+    NothingYet,
     /// The file's transcripts, ready to import.
     File(FileRead),
 }
@@ -77,7 +80,18 @@ pub fn read_file(
             }
             n - t.messages.len()
         })
-        .collect();
+        .collect::<Vec<usize>>();
+    // A transcript without a message makes no run, as in `baton import`.
+    let unsettled = held.iter().any(|&n| n > 0);
+    let (transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
+        .into_iter()
+        .zip(held)
+        .filter(|(t, _)| !t.messages.is_empty())
+        .unzip();
+    let mut transcripts = transcripts;
+    if transcripts.is_empty() && unsettled {
+        return Ok(Read::NothingYet);
+    }
     if transcripts.is_empty() {
         return Ok(Read::NotTranscript(format!(
             "no {} transcript in it (nothing to import)",

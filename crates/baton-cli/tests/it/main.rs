@@ -20,6 +20,7 @@ mod json_contract;
 mod ops;
 mod race;
 mod recall;
+mod runs;
 mod seed;
 mod serve;
 mod support;

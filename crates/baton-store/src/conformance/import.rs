@@ -253,8 +253,25 @@ pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Har
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Import(ImportRejection::Diverged { index: 0, run: r, stored: 5 }) if *r == run),
+        matches!(&err, Error::Import(ImportRejection::Diverged { index: 0, run: r, stored: 5, .. }) if *r == run),
         "{err}"
+    );
+    // The refusal names the first message that differs, with both sides (issue 17, item 1).
+    let Error::Import(ImportRejection::Diverged {
+        first: Some(first), ..
+    }) = &err
+    else {
+        panic!("no difference named: {err}");
+    };
+    assert_eq!(first.seq, Seq(1), "{err}");
+    assert_eq!(first.stored, "read-only please: what does main do");
+    assert_eq!(first.incoming, "a different question");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("message 1 differs")
+            && shown.contains("\"read-only please: what does main do\"")
+            && shown.contains("\"a different question\""),
+        "{shown}"
     );
     // Shorter than what was imported, and not its start: diverged too.
     let mut shorter = session(0);
@@ -263,10 +280,14 @@ pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Har
         .import(&t, vec![import_of("e", shorter, vec![])], Reimport::No)
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::Import(ImportRejection::Diverged { .. })),
-        "{err}"
-    );
+    let Error::Import(ImportRejection::Diverged {
+        first: Some(first), ..
+    }) = &err
+    else {
+        panic!("not a divergence naming its message: {err}");
+    };
+    assert_eq!(first.seq, Seq(4), "{err}");
+    assert_eq!(first.incoming, "it exits", "{err}");
     // An older copy (the start of what was imported), with or without `--reimport`: up to
     // date, nothing written (issue 17).
     for reimport in [Reimport::No, Reimport::AppendNew] {
