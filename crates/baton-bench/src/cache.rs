@@ -57,8 +57,11 @@ pub(crate) fn section(
             Ok::<_, std::io::Error>(Answer {
                 value: "The incident was a DNS outage in one region.".to_owned(),
                 model: "gpt-4o-mini".into(),
-                input_tokens: 1200,
-                output_tokens: 40,
+                usage: baton_core::usage::Usage {
+                    input: 1200,
+                    output: 40,
+                    ..Default::default()
+                },
                 storable: true,
             })
         };
@@ -85,8 +88,11 @@ pub(crate) fn section(
             Ok::<_, std::io::Error>(Answer {
                 value: "slow".to_owned(),
                 model: "gpt-4o-mini".into(),
-                input_tokens: 10,
-                output_tokens: 1,
+                usage: baton_core::usage::Usage {
+                    input: 10,
+                    output: 1,
+                    ..Default::default()
+                },
                 storable: true,
             })
         };

@@ -304,6 +304,7 @@ pub(crate) fn section(
         },
     });
 
+    details["runs_list"] = runs_list(rt, store.clone(), tenant.clone(), sizes, report, out)?;
     let recall = recall(rt, store, tenant, sizes, report, out)?;
     details["recall"] = recall;
     writeln!(
@@ -314,6 +315,61 @@ pub(crate) fn section(
     report.details.insert("import".into(), details);
     out.flush()?;
     Ok(())
+}
+
+/// `runs list` on the imported corpus, as a person runs it (issue 17: reports on the imported
+/// corpus under 100 ms): the first page of 50 by last activity, and the whole listing by cost.
+fn runs_list(
+    rt: &Runtime,
+    store: SqliteStore,
+    tenant: TenantId,
+    sizes: ImportSizes,
+    report: &mut Report,
+    out: &mut impl Write,
+) -> anyhow::Result<serde_json::Value> {
+    let reads = sizes.searches.min(50);
+    let (first, all, runs) = on_worker(rt, async move {
+        let page = baton_store::RunQuery {
+            sort: baton_store::RunSort::Last,
+            limit: Some(50),
+            ..Default::default()
+        };
+        let every = baton_store::RunQuery {
+            sort: baton_store::RunSort::Cost,
+            ..Default::default()
+        };
+        let (mut first, mut all) = (Vec::new(), Vec::new());
+        let mut runs = 0;
+        for _ in 0..reads {
+            let started = Instant::now();
+            store.list_run_summaries(&tenant, &page).await?;
+            first.push(started.elapsed().as_secs_f64() * 1e3);
+            let started = Instant::now();
+            runs = store.list_run_summaries(&tenant, &every).await?.runs.len();
+            all.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok((first, all, runs))
+    })?;
+    let (first, all) = (median(&first), median(&all));
+    writeln!(
+        out,
+        "    runs list over the {runs} runs: first page of 50 by last activity {first:.1} ms, all of them by cost {all:.1} ms (medians of {reads})"
+    )?;
+    report.figure(
+        "runs_list_page_ms",
+        "6 runs list, a page of 50 (median)",
+        first,
+        Unit::Millis,
+        Some(Target::AtMost(100.0)),
+    );
+    report.figure(
+        "runs_list_all_ms",
+        "6 runs list, every run by cost (median)",
+        all,
+        Unit::Millis,
+        Some(Target::AtMost(100.0)),
+    );
+    Ok(json!({ "runs": runs, "page_of_50_ms": first, "all_by_cost_ms": all }))
 }
 
 /// Deletes a database file and its WAL companions; what cannot be deleted is left for the temp

@@ -84,6 +84,9 @@
 //!     `~/.claude/projects`: days and sessions that agree to the token, the ones that differ
 //!     (ccusage's bugs, accounted for by `crates/baton-usage/tests/it/ccusage.rs`), and costs
 //!     (target: within 1% where the tokens agree). Skipped with one line without `npx`.
+//! 15. **Watch** (issue 17; module `watch`): the corpus's largest Claude Code session written
+//!     into a folder `baton_watch::watch` follows, in bursts of lines; the latency from a write
+//!     to the run's growth in the store, median and worst (target: worst < 1 s).
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
@@ -124,13 +127,15 @@ mod pg_ledger;
 mod postgres;
 mod tokens;
 mod usage;
+mod watch;
 
 const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
 
   --quick   every measurement at a small size (CI smoke test; figures not comparable)
   --json    also print one JSON object with every figure, as the last line
   --only    run these sections alone: append, single, context, install, import, tokens,
-            compaction, continuity, cache, ledger, postgres, pg_ledger, gateway, usage
+            compaction, continuity, cache, ledger, postgres, pg_ledger, gateway, usage,
+            watch
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -167,7 +172,7 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 14] = [
+const SECTIONS: [&str; 15] = [
     "append",
     "single",
     "context",
@@ -182,6 +187,7 @@ const SECTIONS: [&str; 14] = [
     "pg_ledger",
     "gateway",
     "usage",
+    "watch",
 ];
 
 /// `Ok(None)` asks for the help text.
@@ -458,7 +464,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "postgres" => postgres::section(quick, r, &mut out)?,
             "pg_ledger" => pg_ledger::section(quick, r, &mut out)?,
             "gateway" => gateway::section(dir, quick, r, &mut out)?,
-            _ => usage::section(r, &mut out)?,
+            "usage" => usage::section(r, &mut out)?,
+            _ => watch::section(&rt, dir, quick, r, &mut out)?,
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::key::{KeyError, KeyInput, RequestKey, request_key};
 use baton_core::prices::{Price, PriceTable};
+use baton_core::usage::Usage;
 use baton_core::{TenantId, Timestamp};
 use baton_store::{CacheStore, CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry};
 use serde::de::DeserializeOwned;
@@ -50,10 +51,9 @@ pub struct Answer<T> {
     pub value: T,
     /// The model that answered.
     pub model: String,
-    /// Input tokens billed.
-    pub input_tokens: u64,
-    /// Output tokens billed.
-    pub output_tokens: u64,
+    /// The tokens billed, split as the price table prices them (fresh input, output, cache
+    /// writes of both lifetimes, cache reads).
+    pub usage: Usage,
     /// Whether it is a successful, complete result that may be stored (a reply cut short by
     /// its token limit is complete; anything the caller would not serve again is not).
     pub storable: bool,
@@ -68,10 +68,13 @@ pub struct Answered<T> {
     pub outcome: CallOutcome,
     /// The request's key.
     pub key: RequestKey,
-    /// The tokens of the answer.
+    /// Every input token of the answer's prompt: fresh, written to and read from the prompt
+    /// cache ([`Usage::context`]).
     pub input_tokens: u64,
-    /// The tokens of the answer.
+    /// The output tokens of the answer.
     pub output_tokens: u64,
+    /// The answer's tokens, split as they are priced.
+    pub usage: Usage,
 }
 
 /// Why a call failed.
@@ -107,14 +110,28 @@ impl From<baton_store::Error> for CallError {
     }
 }
 
-/// What the cache stores for a result: the value and what the log needs about it.
+/// What the cache stores for a result: the value and what the log needs about it. Version 1
+/// had only `input_tokens` and `output_tokens`; version 2 adds `usage`, the whole split, and
+/// reads a version 1 entry as fresh input and output.
 #[derive(Serialize, Deserialize)]
 struct Envelope<T> {
     v: u32,
     model: String,
     input_tokens: u64,
     output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
     value: T,
+}
+
+impl<T> Envelope<T> {
+    fn usage(&self) -> Usage {
+        self.usage.unwrap_or(Usage {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            ..Usage::default()
+        })
+    }
 }
 
 /// How the caller that ran the flight got its value.
@@ -366,17 +383,20 @@ impl Cache {
     ) -> Result<Answered<T>, CallError> {
         let envelope: Envelope<T> = serde_json::from_slice(&body)
             .map_err(|e| CallError::Encode(format!("decoding a result just stored: {e}")))?;
-        let cost = self.prices.get(&envelope.model).map(|p| {
-            Price::cost(p.input, envelope.input_tokens)
-                + Price::cost(p.output, envelope.output_tokens)
-        });
+        let usage = envelope.usage();
+        // Every part at its own rate: a prompt read from the provider's cache costs a tenth of
+        // one sent fresh, and is most of the input of an agent's calls.
+        let cost = self
+            .prices
+            .get(&envelope.model)
+            .map(|p| p.usage_cost(&usage));
         self.log(CallRecord {
             at,
             operation: request.operation.to_owned(),
             request_hash: key,
             model: envelope.model,
-            input_tokens: envelope.input_tokens,
-            output_tokens: envelope.output_tokens,
+            input_tokens: usage.context(),
+            output_tokens: usage.output,
             cost_usd: cost,
             outcome,
             latency_ms: elapsed_ms(started),
@@ -387,8 +407,9 @@ impl Cache {
             value: envelope.value,
             outcome,
             key,
-            input_tokens: envelope.input_tokens,
-            output_tokens: envelope.output_tokens,
+            input_tokens: usage.context(),
+            output_tokens: usage.output,
+            usage,
         })
     }
 
@@ -530,10 +551,11 @@ impl Cache {
     {
         let answer = work().await.map_err(|e| CallError::Upstream(Arc::new(e)))?;
         let body: Arc<[u8]> = serde_json::to_vec(&Envelope {
-            v: 1,
+            v: 2,
             model: answer.model,
-            input_tokens: answer.input_tokens,
-            output_tokens: answer.output_tokens,
+            input_tokens: answer.usage.context(),
+            output_tokens: answer.usage.output,
+            usage: Some(answer.usage),
             value: answer.value,
         })
         .map_err(|e| CallError::Encode(e.to_string()))?

@@ -26,7 +26,7 @@
 //! let request = CallRequest { operation: "openai.chat_completions", body: &body, model: "gpt-4o-mini", versions: &versions, documents: &[] };
 //! let answered = cache
 //!     .call(&request, &CallPolicy::default(), || async {
-//!         Ok::<_, std::io::Error>(Answer { value: "hello".to_owned(), model: "gpt-4o-mini".into(), input_tokens: 9, output_tokens: 1, storable: true })
+//!         Ok::<_, std::io::Error>(Answer { value: "hello".to_owned(), model: "gpt-4o-mini".into(), usage: baton_core::usage::Usage { input: 9, output: 1, ..Default::default() }, storable: true })
 //!     })
 //!     .await?;
 //! println!("{} ({:?})", answered.value, answered.outcome);

@@ -64,8 +64,13 @@ impl CachedProvider {
                     let response = inner.send(request, on_delta).await?;
                     Ok::<_, Error>(Answer {
                         model: response.model.clone(),
-                        input_tokens: response.usage.input_tokens,
-                        output_tokens: response.usage.output_tokens,
+                        usage: baton_core::usage::Usage {
+                            input: response.usage.input_tokens,
+                            output: response.usage.output_tokens,
+                            cache_write_5m: response.usage.cache_write_tokens,
+                            cache_write_1h: 0,
+                            cache_read: response.usage.cache_read_tokens,
+                        },
                         storable: !matches!(response.stop_reason, StopReason::Other(_)),
                         value: response,
                     })

@@ -59,6 +59,10 @@ pub enum Command {
     /// Import agent session logs as runs: Claude Code, Codex, OpenHands, SWE-agent,
     /// OpenAI/Anthropic message arrays, aider chat history.
     Import(ImportArgs),
+    /// Follow folders of session logs (`~/.claude/projects`, `~/.codex/sessions`) and import
+    /// each session as it is written, until SIGINT or SIGTERM; a restart reads only what
+    /// changed.
+    Watch(WatchArgs),
     /// Install, list and show summary versions.
     #[command(subcommand)]
     Summary(SummaryCommand),
@@ -167,6 +171,10 @@ pub struct ServeArgs {
     /// The most connections served at once (the next ones are answered 503 and closed).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: usize,
+    /// A price file replacing the built-in table (`crates/baton-core/prices.toml`'s shape): the
+    /// gateway's call log costs each call at it, as `report usage --prices` does.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// `baton keys …`
@@ -407,12 +415,55 @@ pub struct DemoArgs {
 pub enum RunsCommand {
     /// Create a run.
     Create(CreateRunArgs),
-    /// List the tenant's runs.
-    List,
+    /// List the tenant's runs: project, title, agent and model, last activity, messages,
+    /// tokens and cost; most recent activity first.
+    List(ListRunsArgs),
     /// Show one run.
     Show(RunArg),
     /// Cancel a run: it takes no more messages or summaries.
     Cancel(RunArg),
+    /// Delete a run for good, from every table, with its subagent runs (for a secret imported
+    /// by mistake); refused without `--yes`.
+    Delete(DeleteRunArgs),
+}
+
+/// Arguments of `runs list`.
+#[derive(Debug, Args)]
+pub struct ListRunsArgs {
+    /// Only runs of this project: its path, or the path's last component (`baton` for
+    /// `/home/me/code/baton`).
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+    /// Only runs active since: a UTC day (`2026-02-01`), a time (`2026-02-01T10:00:00Z`) or an
+    /// age (`90m`, `12h`, `7d`, `2w`).
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// The order: last (most recent activity first), first (most recent start first),
+    /// created (oldest first), messages, tokens or cost (most first).
+    #[arg(long, value_name = "KEY", default_value = "last", value_parser = ["last", "first", "created", "messages", "tokens", "cost"])]
+    pub sort: String,
+    /// Show at most this many runs.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
+    /// Show every run (no limit).
+    #[arg(long, conflicts_with = "limit")]
+    pub all: bool,
+    /// Start after the page that printed this cursor (`next_cursor` of `--format json`).
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// `table` for people, `json` for programs (as `--json`).
+    #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+}
+
+/// Arguments of `runs delete`.
+#[derive(Debug, Args)]
+pub struct DeleteRunArgs {
+    /// The run.
+    pub run: String,
+    /// Delete it: without this flag, baton says what would be deleted and deletes nothing.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// Arguments of `runs create`.
@@ -508,8 +559,13 @@ pub enum RecallKind {
 pub struct ImportArgs {
     /// Transcript files, or directories walked recursively (`~/.claude/projects`,
     /// `~/.codex/sessions`).
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required_unless_present = "history", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// Claude Code's prompt history (`~/.claude/history.jsonl`): the prompts of each session
+    /// whose file is gone become a run of their own (format `claude-code-history`), after the
+    /// PATHs are imported; sessions already imported are left as they are.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
     /// The format of every file; `auto` tells each file's format from its content.
     #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
     pub format: ImportFormat,
@@ -527,6 +583,21 @@ pub struct ImportArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Arguments of `watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Folders to follow, recursively.
+    #[arg(required = true, value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Where the watcher remembers what it read (default: beside the SQLite database, or in
+    /// baton's data directory for PostgreSQL), so a restart reads only what changed.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Claude Code's settings, whose `cleanupPeriodDays` says which sessions it deletes.
+    #[arg(long, value_name = "FILE", default_value = "~/.claude/settings.json")]
+    pub claude_settings: String,
 }
 
 /// The formats `import --format` takes.

@@ -28,6 +28,7 @@ pub fn creates_store(command: &Command) -> bool {
         command,
         Command::Runs(RunsCommand::Create(_))
             | Command::Import(_)
+            | Command::Watch(_)
             | Command::Chat(_)
             | Command::Call(_)
             | Command::Ops(OpsCommand::Begin(_) | OpsCommand::Run(_))
@@ -79,7 +80,8 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Runs(RunsCommand::Create(args)) => crate::runs::create_run(&env, args, out).await,
-        Command::Runs(RunsCommand::List) => crate::runs::list_runs(&env, out).await,
+        Command::Runs(RunsCommand::List(args)) => crate::runs::list_runs(&env, args, out).await,
+        Command::Runs(RunsCommand::Delete(args)) => crate::runs::delete_run(&env, args, out).await,
         Command::Runs(RunsCommand::Show(arg)) => crate::runs::show_run(&env, &arg.run, out).await,
         Command::Runs(RunsCommand::Cancel(arg)) => {
             crate::runs::cancel_run(&env, &arg.run, out).await
@@ -88,6 +90,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::History(args) => crate::history::history(&env, args, out).await,
         Command::Recall(args) => crate::history::recall(&env, args, out).await,
         Command::Import(args) => crate::import::run(&env, args, out).await,
+        Command::Watch(args) => crate::watch::run(&env, cli.db.as_deref(), args, out).await,
         Command::Summary(SummaryCommand::Install(args)) => {
             crate::summary::install(&env, args, out).await
         }

@@ -17,6 +17,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use baton_core::RunId;
 use baton_core::units::Problem;
 use baton_import::{Format, Transcript};
@@ -28,10 +29,7 @@ use serde_json::json;
 
 use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
-use crate::exit::{InvalidInput, Reported};
-
-/// A file changed less than this long ago may still be being written (see `is_live`).
-const LIVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
+use crate::exit::{InvalidInput, NotFound, Reported};
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -204,17 +202,27 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
     }
     totals.skipped = skipped.len();
     totals.failed = failed.len();
+    let history = match &args.history {
+        Some(path) => Some(history(env, path).await?),
+        None => None,
+    };
     if env.json {
-        print_json(
-            out,
-            &json!({ "runs": runs, "failed": failed, "skipped": skipped, "totals": totals }),
-        )?;
+        let mut report =
+            json!({ "runs": runs, "failed": failed, "skipped": skipped, "totals": totals });
+        if let Some(h) = &history {
+            report["history"] = serde_json::to_value(h)?;
+        }
+        print_json(out, &report)?;
     } else {
+        if let (Some(h), false) = (&history, args.quiet) {
+            print_history(out, h)?;
+        }
         let mut err = std::io::stderr().lock();
         for f in &failed {
             writeln!(err, "baton: import: {}: {}", f.path, f.reason)?;
         }
-        if !args.quiet {
+        let history_only = args.paths.is_empty() && history.is_some();
+        if !args.quiet && !history_only {
             print_totals(out, &totals)?;
         }
     }
@@ -227,6 +235,160 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         .into());
     }
     Ok(())
+}
+
+/// What `import --history` did with a prompt history.
+#[derive(Default, Serialize)]
+struct HistoryReport {
+    path: String,
+    /// Prompts read.
+    prompts: usize,
+    /// Sessions (session ids) they belong to.
+    sessions: usize,
+    /// Sessions imported from their own files already: their prompts are in those runs.
+    imported: usize,
+    /// Sessions whose file is still under the history's `projects/` but not imported yet (to
+    /// import with `baton import`, which keeps the whole session, not just its prompts).
+    on_disk: usize,
+    /// Sessions whose file is gone, and the project groups of prompts without a session id:
+    /// each a run of its prompts.
+    recovered: usize,
+    /// Of those, runs created, extended (the history gained prompts) and up to date.
+    created: usize,
+    extended: usize,
+    up_to_date: usize,
+    /// Prompts stored by this import.
+    prompts_stored: u64,
+    /// Prompts without a session id (older Claude Code), kept in one run per project.
+    without_session: usize,
+    /// The recovered runs.
+    runs: Vec<RunId>,
+}
+
+/// `import --history FILE`: the prompts of each session whose file is gone become a run (see
+/// `baton_import::formats::history`); a session imported from its own file is left alone, and
+/// one whose file is still on disk is counted, to be imported whole. One transaction: a
+/// history that fails stores nothing. Idempotent: the runs are found again by source key and
+/// extended only by prompts added since.
+async fn history(env: &Env, path: &Path) -> anyhow::Result<HistoryReport> {
+    let shown = path.display().to_string();
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(NotFound(format!("--history {shown}: no such file")).into());
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("--history {shown}"))),
+    };
+    let transcripts = baton_import::formats::history::parse(&bytes)
+        .map_err(|e| InvalidInput(format!("--history {shown}: {e}")))?;
+    let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let on_disk = session_files(&absolute);
+    let mut report = HistoryReport {
+        path: shown,
+        ..HistoryReport::default()
+    };
+    let mut imports = Vec::new();
+    let mut kept = Vec::new();
+    let place = absolute.display().to_string();
+    for mut t in transcripts {
+        report.prompts += t.messages.len();
+        match t.source_session_id.clone() {
+            Some(id) => {
+                report.sessions += 1;
+                let key = format!("{}:{id}", Format::ClaudeCode.name());
+                if env.store.source_run(&env.tenant, &key).await?.is_some() {
+                    report.imported += 1;
+                    continue;
+                }
+                if on_disk.contains(&id) {
+                    report.on_disk += 1;
+                    continue;
+                }
+            }
+            None => report.without_session += t.messages.len(),
+        }
+        report.recovered += 1;
+        let counter = baton_tokens::counter(env.tokenizer, None);
+        let (import, _) = t.to_import(&place, None, &*counter);
+        imports.push(import);
+        kept.push(t);
+    }
+    if imports.is_empty() {
+        return Ok(report);
+    }
+    let outcomes = env
+        .store
+        .import(&env.tenant, imports, Reimport::AppendNew)
+        .await
+        .with_context(|| format!("--history {}", report.path))?;
+    for (outcome, t) in outcomes.iter().zip(&kept) {
+        match outcome {
+            Imported::Created(_) => {
+                report.created += 1;
+                report.prompts_stored += t.messages.len() as u64;
+            }
+            Imported::Extended { appended, .. } => {
+                report.extended += 1;
+                report.prompts_stored += appended;
+            }
+            Imported::UpToDate(_) | Imported::Grown { .. } => report.up_to_date += 1,
+        }
+        report.runs.push(outcome.run().id.clone());
+    }
+    Ok(report)
+}
+
+/// The session ids of the Claude Code session files beside a history file
+/// (`<dir>/projects/<project>/<session>.jsonl`).
+fn session_files(history: &Path) -> std::collections::BTreeSet<String> {
+    let Some(projects) = history.parent().map(|d| d.join("projects")) else {
+        return Default::default();
+    };
+    walkdir::WalkDir::new(projects)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let p = e.path();
+            (p.extension()? == "jsonl").then(|| p.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .collect()
+}
+
+fn print_history(out: &mut dyn Write, h: &HistoryReport) -> std::io::Result<()> {
+    let mut parts = vec![format!(
+        "{}: {} of {}",
+        h.path,
+        plural(h.prompts, "prompt"),
+        plural(h.sessions, "session")
+    )];
+    if h.imported > 0 {
+        parts.push(format!("{} imported from their files already", h.imported));
+    }
+    if h.recovered > 0 {
+        parts.push(format!(
+            "{} recovered from the history ({} created, {} extended, {} up to date; {} stored)",
+            plural(h.recovered, "run"),
+            h.created,
+            h.extended,
+            h.up_to_date,
+            plural(h.prompts_stored as usize, "prompt")
+        ));
+    }
+    if h.without_session > 0 {
+        parts.push(format!(
+            "{} without a session id kept per project",
+            plural(h.without_session, "prompt")
+        ));
+    }
+    if h.on_disk > 0 {
+        parts.push(format!(
+            "{} still on disk and not imported (`baton import` its folder for the whole session)",
+            plural(h.on_disk, "session")
+        ));
+    }
+    writeln!(out, "{}", parts.join("; "))
 }
 
 /// The files the paths name: each file itself, each directory walked in path order.
@@ -308,6 +470,20 @@ fn read(
             n - t.messages.len()
         })
         .collect();
+    // A transcript without a message (a live file's only message still being written) makes
+    // no run: an empty run is noise in `runs list`, and the next import brings the message
+    // (issue 17, item 6).
+    let unsettled = held.iter().any(|&n| n > 0);
+    let (mut transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
+        .into_iter()
+        .zip(held)
+        .filter(|(t, _)| !t.messages.is_empty())
+        .unzip();
+    if transcripts.is_empty() && unsettled {
+        return Ok(Read::Skipped(
+            "nothing complete in it yet (still being written); the next import brings it".into(),
+        ));
+    }
     if transcripts.is_empty() {
         let reason = format!("no {} transcript in it (nothing to import)", format.name());
         if source.named {
@@ -347,17 +523,12 @@ fn read(
     Ok(Read::File(format, transcripts, imports, counts))
 }
 
-/// Whether `path` may still be being written: it changed less than [`LIVE_WITHIN`] ago (or
-/// its modification time is unknown, or in the future). A live file is imported up to its
-/// last complete unit (`Transcript::settle`), so a later import extends the run whatever
-/// point the agent had reached; a file quiet for longer is imported whole, its last response
-/// included even when the agent never closed it (a session killed mid-response).
+/// Whether `path` may still be being written: `baton_watch::is_live`, the rule `baton watch`
+/// follows too (changed less than `LIVE_WITHIN`, ten minutes, ago; or its time unknown).
 fn is_live(path: &Path) -> bool {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified());
-    match modified.map(|t| t.elapsed()) {
-        Ok(Ok(age)) => age < LIVE_WITHIN,
-        _ => true,
-    }
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .map_or(true, |t| baton_watch::is_live(t, baton_watch::LIVE_WITHIN))
 }
 
 fn format_of(format: ImportFormat) -> Option<Format> {

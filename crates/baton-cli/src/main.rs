@@ -27,6 +27,7 @@ mod settings;
 mod summary;
 mod supervise;
 mod usage;
+mod watch;
 
 use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;

@@ -34,6 +34,10 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
         idle_timeout: args.idle_timeout,
         body_read_timeout: args.body_read_timeout,
         max_connections: args.max_connections,
+        prices: match &args.prices {
+            Some(path) => crate::compaction::load_prices(path)?,
+            None => baton_core::prices::PriceTable::defaults(),
+        },
     };
     for (flag, value) in [
         ("--cache-ttl", config.cache_ttl),

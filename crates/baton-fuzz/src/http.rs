@@ -42,6 +42,9 @@ const ROUTES: &[(&str, &str, Header)] = &[
     ("POST", "/v1/cache/lookup", None),
     ("POST", "/v1/chat/completions", None),
     ("POST", "/v1/messages", None),
+    ("POST", "/v1/responses", None),
+    ("POST", "/v1/embeddings", None),
+    ("POST", "/v1/messages/count_tokens", None),
 ];
 
 /// Runs every route for `campaign.inputs_per_route` inputs made from the seeds in `dir`.

@@ -102,6 +102,9 @@ fn request(bytes: &[u8]) {
         let _ = baton_wire::openai::check_messages(&body.messages);
         let _ = baton_wire::openai::render_request(&body, baton_wire::MaxTokensField::MaxTokens);
     }
+    if let Ok(body) = baton_wire::responses::parse_request(&value) {
+        let _ = baton_wire::openai::check_messages(&body.messages);
+    }
 }
 
 /// Response and error bodies of both vendors.
@@ -110,6 +113,10 @@ fn response(bytes: &[u8]) {
     let _ = baton_wire::anthropic::parse_error(bytes);
     let _ = baton_wire::openai::parse_response(bytes);
     let _ = baton_wire::openai::parse_error(bytes);
+    let _ = baton_wire::openai::parse_embeddings(bytes);
+    if let Ok(reply) = baton_wire::responses::parse_response(bytes) {
+        let _ = baton_wire::responses::render_stream(&reply, "resp_fuzz");
+    }
 }
 
 /// Both vendors' stream readers, fed the bytes in pieces whose sizes the bytes themselves pick
@@ -118,13 +125,16 @@ fn stream(bytes: &[u8]) {
     let step = 1 + bytes.first().map_or(0, |b| usize::from(*b % 17));
     let mut anthropic = baton_wire::anthropic::Stream::default();
     let mut openai = baton_wire::openai::Stream::default();
-    let (mut a_ok, mut o_ok) = (true, true);
+    let mut responses = baton_wire::responses::Stream::default();
+    let (mut a_ok, mut o_ok, mut r_ok) = (true, true, true);
     for piece in bytes.chunks(step) {
         a_ok = a_ok && anthropic.feed(piece).is_ok();
         o_ok = o_ok && openai.feed(piece).is_ok();
+        r_ok = r_ok && responses.feed(piece).is_ok();
     }
     let _ = anthropic.finish();
     let _ = openai.finish();
+    let _ = responses.finish();
     let mut sse = baton_wire::sse::Decoder::default();
     let _ = sse.push(bytes);
     let _ = sse.finish();

@@ -51,6 +51,10 @@ pub enum Format {
     Anthropic,
     /// aider chat history Markdown (`.aider.chat.history.md`).
     Aider,
+    /// Claude Code's prompt history (`~/.claude/history.jsonl`): the prompts of every session,
+    /// kept after the sessions' files are deleted. Read only when named (`import --history`),
+    /// never detected: it is not in [`Format::ALL`].
+    ClaudeCodeHistory,
 }
 
 impl Format {
@@ -75,6 +79,7 @@ impl Format {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
             Format::Aider => "aider",
+            Format::ClaudeCodeHistory => "claude-code-history",
         }
     }
 
@@ -179,6 +184,10 @@ pub struct Transcript {
     pub queued: usize,
 }
 
+/// How many user messages [`Transcript::redact`] looks through for the line a title was cut
+/// from.
+const TITLE_SEARCH: usize = 64;
+
 /// How many characters of the first instruction make a [`Transcript::title`].
 pub const TITLE_CHARS: usize = 80;
 
@@ -256,12 +265,19 @@ impl Transcript {
     /// `<format>:<session id>`, so a session's later snapshot extends the run of its earlier
     /// one. Every other format's ids are not unique per session (SWE-agent and OpenHands name
     /// the benchmark instance, shared by every attempt at it), so their key is the place:
-    /// `<format>:<path>#<index>`.
+    /// `<format>:<path>#<index>`. A prompt history's sessions are keyed like Claude Code's, under
+    /// their own format (`claude-code-history:<session id>`), and its prompts without a session
+    /// by project (`claude-code-history:project:<project>`), wherever the history file is.
     pub fn source_key(&self, path: &str) -> String {
         match (&self.source_session_id, self.format) {
-            (Some(id), Format::ClaudeCode | Format::Codex) => {
+            (Some(id), Format::ClaudeCode | Format::Codex | Format::ClaudeCodeHistory) => {
                 format!("{}:{id}", self.format.name())
             }
+            (None, Format::ClaudeCodeHistory) => format!(
+                "{}:project:{}",
+                self.format.name(),
+                self.project.as_deref().unwrap_or_default()
+            ),
             _ => format!("{}:{path}#{}", self.format.name(), self.index),
         }
     }
@@ -275,6 +291,30 @@ impl Transcript {
 
     /// Redacts secrets from every message and compaction summary; returns how many.
     pub fn redact(&mut self) -> usize {
+        // The title repeats the first instruction's words, cut at 80 characters, perhaps in the
+        // middle of a key too short then for its pattern: it is made again from the line it
+        // was cut from, once that is redacted (else redacted as it is), and not counted twice.
+        if let Some(title) = self.title.take() {
+            let stem = title.trim_end_matches('…');
+            // The first instruction is among the first user messages; a title no line starts
+            // with (a Claude Code command and its arguments) is not searched for further.
+            let users = self
+                .messages
+                .iter()
+                .filter(|m| m.message.role == baton_core::Role::User)
+                .take(TITLE_SEARCH);
+            let line = users.into_iter().find_map(|m| {
+                let text = m.message.plain_text();
+                text.lines()
+                    .map(str::trim)
+                    .find(|l| l.starts_with(stem))
+                    .map(str::to_owned)
+            });
+            self.title = match line {
+                Some(line) => title_of(&redact::redact(&line).0),
+                None => Some(redact::redact(&title).0),
+            };
+        }
         let in_messages: usize = self
             .messages
             .iter_mut()
@@ -331,6 +371,8 @@ impl Transcript {
             skipped_lines: self.skipped.non_message_lines as u64,
             side_branches: self.skipped.side_branches as u64,
             side_branch_messages: self.skipped.side_branch_messages as u64,
+            project: self.project.clone(),
+            title: self.title.clone(),
         };
         let entries = self
             .messages
@@ -360,6 +402,8 @@ impl Transcript {
         let key = &import.origin.source_key;
         let records = match self.format {
             Format::ClaudeCode | Format::Codex => self.usage.clone(),
+            // Prompts alone: no response was recorded, so there is nothing to count or estimate.
+            Format::ClaudeCodeHistory => Vec::new(),
             _ => {
                 let tokens: Vec<u32> = import.entries().iter().map(|e| e.tokens).collect();
                 self.estimated_usage(&tokens, key)

@@ -15,6 +15,7 @@ use baton_store::backend::{
 use baton_store::import::{
     CompactionEvent, Digest, RunCounts, RunOrigin, RunUsage, SourceCompaction,
 };
+use baton_store::runs::ListedRun;
 use baton_store::{Constraint, Error, ImportUsage, SearchRow, StoredUsage, UsageQuery};
 
 use crate::PgTx;
@@ -376,6 +377,64 @@ impl RunRows for PgTx {
         ];
         self.all(&sql, &params, |r| r.entry()).await
     }
+
+    async fn listing(&mut self, tenant: &TenantId) -> Result<Vec<ListedRun>, Error> {
+        self.all(
+            "SELECT r.id, r.tenant_id, r.status, r.goal, r.rules, r.active_summary_id, r.last_seq,
+                    r.created_at, r.cleared_through, r.cleared_min_tokens, r.pk, o.format,
+                    o.project, o.title, o.models, p.id, o.first_at, o.last_at, h.tokens, h.first,
+                    h.last
+             FROM runs r
+             LEFT JOIN run_origins o ON o.run_pk = r.pk
+             LEFT JOIN runs p ON p.pk = o.parent_run_pk
+             LEFT JOIN (SELECT run_pk, SUM(tokens)::bigint AS tokens, MIN(created_at) AS first,
+                               MAX(created_at) AS last
+                        FROM history WHERE run_pk IN (SELECT pk FROM runs WHERE tenant_id = $1)
+                        GROUP BY run_pk) h ON h.run_pk = r.pk
+             WHERE r.tenant_id = $1 ORDER BY r.pk",
+            &[&tenant.as_str()],
+            |r| r.listed_run(),
+        )
+        .await
+    }
+
+    async fn children(&mut self, run: i64) -> Result<Vec<(i64, RunId)>, Error> {
+        self.all(
+            "SELECT r.pk, r.id FROM run_origins o JOIN runs r ON r.pk = o.run_pk
+             WHERE o.parent_run_pk = $1 ORDER BY r.pk",
+            &[&run],
+            |r| Ok((r.int_at(0)?, RunId::new(r.text_at(1)?)?)),
+        )
+        .await
+    }
+
+    async fn delete_run(&mut self, run: i64) -> Result<u64, Error> {
+        self.begin().await?;
+        self.exec("INSERT INTO run_deletions (run_pk) VALUES ($1)", &[&run])
+            .await?;
+        for sql in [
+            "DELETE FROM history_search WHERE run_pk = $1",
+            "DELETE FROM search_progress WHERE run_pk = $1",
+            "DELETE FROM pins WHERE run_pk = $1",
+            "DELETE FROM run_constraints WHERE run_pk = $1",
+            "DELETE FROM tool_runs WHERE run_pk = $1",
+            "DELETE FROM source_compactions WHERE run_pk = $1",
+            "DELETE FROM usage_records WHERE run_pk = $1",
+            "UPDATE run_origins SET parent_run_pk = NULL WHERE parent_run_pk = $1",
+            "DELETE FROM run_origins WHERE run_pk = $1",
+            "UPDATE runs SET active_summary_id = NULL WHERE pk = $1",
+            "DELETE FROM summaries WHERE run_pk = $1",
+        ] {
+            self.exec(sql, &[&run]).await?;
+        }
+        let messages = self
+            .exec("DELETE FROM history WHERE run_pk = $1", &[&run])
+            .await?;
+        self.exec("DELETE FROM runs WHERE pk = $1", &[&run]).await?;
+        self.exec("DELETE FROM run_deletions WHERE run_pk = $1", &[&run])
+            .await?;
+        Ok(messages)
+    }
 }
 
 #[async_trait]
@@ -432,13 +491,13 @@ impl ImportRows for PgTx {
             "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, source_session_id,
                  parent_key, parent_run_pk, models, first_at, last_at, redactions, skipped_lines,
                  side_branches, side_branch_messages, source_messages, source_digest, imported_at,
-                 updated_at)
+                 updated_at, project, title)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ($12::bigint[])[1], ($12::bigint[])[2], ($12::bigint[])[3], ($12::bigint[])[4],
-                 ($12::bigint[])[5], $13, $14, $14)",
+                 ($12::bigint[])[5], $13, $14, $14, $15, $16)",
             &[
                 &run, &tenant.as_str(), &o.source_key, &o.path, &o.format, &o.source_session_id,
                 &o.parent_key, &new.parent, &new.models, &o.first_at, &o.last_at, &counts,
-                &new.digest.to_hex(), &new.now.0,
+                &new.digest.to_hex(), &new.now.0, &o.project, &o.title,
             ],
         )
         .await?;
@@ -458,11 +517,11 @@ impl ImportRows for PgTx {
             "UPDATE run_origins SET path = $2, models = $3, first_at = $4, last_at = $5,
                  redactions = ($6::bigint[])[1], skipped_lines = ($6::bigint[])[2], side_branches = ($6::bigint[])[3],
                  side_branch_messages = ($6::bigint[])[4], source_messages = ($6::bigint[])[5], source_digest = $7,
-                 updated_at = $8
+                 updated_at = $8, project = COALESCE($9, project), title = COALESCE($10, title)
              WHERE run_pk = $1",
             &[
                 &run, &o.path, &new.models, &o.first_at, &o.last_at, &counts,
-                &new.digest.to_hex(), &new.now.0,
+                &new.digest.to_hex(), &new.now.0, &o.project, &o.title,
             ],
         )
         .await
@@ -499,7 +558,8 @@ impl ImportRows for PgTx {
         self.one(
             "SELECT o.source_key, o.path, o.format, o.source_session_id, p.id, o.models, o.first_at,
                     o.last_at, o.redactions, o.skipped_lines, o.side_branches,
-                    o.side_branch_messages, o.source_messages, o.imported_at, o.updated_at
+                    o.side_branch_messages, o.source_messages, o.imported_at, o.updated_at,
+                    o.project, o.title
              FROM run_origins o LEFT JOIN runs p ON p.pk = o.parent_run_pk WHERE o.run_pk = $1",
             &[&run],
             |r| r.origin(),
@@ -591,6 +651,18 @@ impl ImportRows for PgTx {
             FROM usage_records WHERE run_pk = $1
             GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated";
         self.all(sql, &[&run], |r| r.run_usage()).await
+    }
+
+    async fn usage_by_run(&mut self, tenant: &TenantId) -> Result<Vec<(i64, RunUsage)>, Error> {
+        let sql = "SELECT model, estimated, COUNT(*), SUM(input)::bigint, SUM(output)::bigint,
+                SUM(cache_write_5m)::bigint, SUM(cache_write_1h)::bigint,
+                SUM(cache_read)::bigint, run_pk
+            FROM usage_records WHERE tenant_id = $1
+            GROUP BY run_pk, model, estimated";
+        self.all(sql, &[&tenant.as_str()], |r| {
+            Ok((r.int_at(8)?, r.run_usage()?))
+        })
+        .await
     }
 
     async fn usage(

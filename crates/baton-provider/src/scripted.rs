@@ -1,12 +1,19 @@
 //! The scripted provider: [`ScriptedServer`], a real HTTP server on `127.0.0.1` that speaks the
-//! Anthropic Messages API (`POST /v1/messages`) and OpenAI Chat Completions
-//! (`POST /v1/chat/completions`), answers from a [`Script`], and refuses malformed requests as
+//! Anthropic Messages API (`POST /v1/messages`), OpenAI Chat Completions
+//! (`POST /v1/chat/completions`) and the OpenAI Responses API (`POST /v1/responses`, its
+//! streamed events included), answers from a [`Script`], and refuses malformed requests as
 //! the real APIs do. Tests and `baton demo` point the real clients at it.
+//!
+//! Beside the model calls, without consuming turns: `POST /v1/embeddings` (a deterministic
+//! vector per input), `GET /v1/models` (the Anthropic list when the request has
+//! `anthropic-version`, else the OpenAI one) and `POST /v1/messages/count_tokens`. Every answer
+//! carries the vendor's request-id header (`x-request-id`, or `request-id` for Anthropic) and a
+//! rate-limit header; an error with `retry_after` also `x-should-retry: true`.
 //!
 //! # What it checks
 //!
-//! Every request is recorded first ([`ScriptedServer::requests`]: path, body, non-secret
-//! headers, and whether an auth header was present — never its value). Then, in order:
+//! Every request is recorded first ([`ScriptedServer::requests`]: method, path, query, body,
+//! non-secret headers, and whether an auth header was present — never its value). Then, in order:
 //!
 //! 1. The body must be a request of the path's format (`baton_wire`'s `parse_request`), else
 //!    HTTP 400.
@@ -53,6 +60,9 @@
 //!   `end_turn`); `error` (`status`, optional `retry_after` seconds and `message`, sent in the
 //!   vendor's error shape); `raw` (this exact body, status 200); `truncate` (the stream ends
 //!   before its final event); `delay_ms` (wait before answering).
+//!   `close_delay_ms` (keep a stream's body open that long after its final event); `usage`
+//!   (`cache_read`, `cache_write_5m`, `cache_write_1h`, `reasoning`: reported in the vendor's
+//!   own usage fields).
 //!   `error` wins over `raw`, which wins over the rest.
 //!
 //! The reply streams as server-sent events when the request says `"stream": true`, and is one
@@ -91,7 +101,7 @@ use tokio::sync::oneshot;
 
 mod script;
 
-pub use script::{ErrorReply, Expect, Reply, Script, ToolCall, Turn, When};
+pub use script::{ErrorReply, Expect, Reply, Script, ScriptUsage, ToolCall, Turn, When};
 
 #[cfg(test)]
 mod tests;
@@ -99,8 +109,12 @@ mod tests;
 /// One request the server received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordedRequest {
+    /// Its method, such as `POST`.
+    pub method: String,
     /// Its path, such as `/v1/messages`.
     pub path: String,
+    /// Its query string (without the `?`), when it had one.
+    pub query: Option<String>,
     /// Its body as JSON, or as a JSON string holding the raw text when it was not JSON.
     pub body: Value,
     /// Its headers, names lowercase, except those that may hold a secret (`authorization`,
@@ -154,6 +168,10 @@ impl ScriptedServer {
         let app = Router::new()
             .route("/v1/messages", post(anthropic))
             .route("/v1/chat/completions", post(openai))
+            .route("/v1/responses", post(responses))
+            .route("/v1/embeddings", post(embeddings))
+            .route("/v1/models", axum::routing::get(models))
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .fallback(not_found)
             .with_state(shared.clone());
         let (stop, stop_rx) = oneshot::channel::<()>();
@@ -246,30 +264,236 @@ fn random() -> u64 {
     hasher.finish()
 }
 
-async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    answer(&shared, Format::Anthropic, "/v1/messages", &headers, &body).await
+/// One of the model-call APIs the server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    Messages,
+    Chat,
+    Responses,
 }
 
-async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    answer(
-        &shared,
-        Format::OpenAi,
-        "/v1/chat/completions",
-        &headers,
-        &body,
-    )
-    .await
+impl Api {
+    /// The vendor: its error shape and its ids.
+    fn format(self) -> Format {
+        match self {
+            Api::Messages => Format::Anthropic,
+            Api::Chat | Api::Responses => Format::OpenAi,
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Api::Messages => "/v1/messages",
+            Api::Chat => "/v1/chat/completions",
+            Api::Responses => "/v1/responses",
+        }
+    }
+
+    fn parse_request(self, value: &Value) -> Result<RequestBody, baton_wire::Error> {
+        match self {
+            Api::Responses => baton_wire::responses::parse_request(value),
+            _ => self.format().parse_request(value),
+        }
+    }
+
+    fn id_prefix(self) -> &'static str {
+        match self {
+            Api::Messages => "msg_01",
+            Api::Chat => "chatcmpl-",
+            Api::Responses => "resp_",
+        }
+    }
+
+    fn render_response(self, reply: &baton_wire::Reply, id: &str) -> Value {
+        match self {
+            Api::Responses => baton_wire::responses::render_response(reply, id),
+            _ => self.format().render_response(reply, id),
+        }
+    }
+
+    fn render_stream(self, reply: &baton_wire::Reply, id: &str) -> Vec<String> {
+        match self {
+            Api::Responses => baton_wire::responses::render_stream(reply, id),
+            _ => self.format().render_stream(reply, id),
+        }
+    }
 }
 
-async fn not_found(
+async fn anthropic(
     State(shared): State<Arc<Shared>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.record(uri.path(), &headers, &body);
+    answer(&shared, Api::Messages, &uri, &headers, &body).await
+}
+
+async fn openai(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&shared, Api::Chat, &uri, &headers, &body).await
+}
+
+async fn responses(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&shared, Api::Responses, &uri, &headers, &body).await
+}
+
+/// `POST /v1/embeddings`: a vector of 8 numbers per input, made from a hash of its text, so
+/// the same input always gets the same vector; usage counts input bytes / 4. No turn is
+/// consumed.
+async fn embeddings(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let value = shared.record("POST", &uri, &headers, &body);
+    let format = Format::OpenAi;
+    let error = |message: &str, param: &str| {
+        with_vendor_headers(
+            &shared,
+            format,
+            json_response(
+                StatusCode::BAD_REQUEST,
+                &format.render_error(400, message, Some(param)),
+            ),
+        )
+    };
+    let Some(value) = value else {
+        return error("the request body is not valid JSON", "body");
+    };
+    let Some(model) = value.get("model").and_then(Value::as_str) else {
+        return error("you must provide a model parameter", "model");
+    };
+    let inputs: Vec<String> = match value.get("input") {
+        Some(Value::String(text)) => vec![text.clone()],
+        Some(Value::Array(items)) => items.iter().map(Value::to_string).collect(),
+        _ => return error("'input' must be a string or an array", "input"),
+    };
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            hasher.write(text.as_bytes());
+            let mut seed = hasher.finish();
+            let vector: Vec<f64> = (0..8)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+                })
+                .collect();
+            serde_json::json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    let tokens = (inputs.iter().map(String::len).sum::<usize>() as u64 / 4).max(1);
+    let body = serde_json::json!({
+        "object": "list", "data": data, "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    });
+    with_vendor_headers(&shared, format, json_response(StatusCode::OK, &body))
+}
+
+/// `GET /v1/models`: the Anthropic list when the request carries `anthropic-version`, else
+/// the OpenAI one.
+async fn models(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    shared.record("GET", &uri, &headers, b"");
+    let (format, body) = match headers.contains_key("anthropic-version") {
+        true => (
+            Format::Anthropic,
+            serde_json::json!({
+                "data": [{"type": "model", "id": "claude-sonnet-4-5", "display_name": "Claude Sonnet 4.5",
+                          "created_at": "2025-09-29T00:00:00Z"}],
+                "has_more": false, "first_id": "claude-sonnet-4-5", "last_id": "claude-sonnet-4-5",
+            }),
+        ),
+        false => (
+            Format::OpenAi,
+            serde_json::json!({"object": "list", "data": [
+                {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"},
+                {"id": "gpt-5", "object": "model", "created": 1754425777, "owned_by": "system"},
+            ]}),
+        ),
+    };
+    with_vendor_headers(&shared, format, json_response(StatusCode::OK, &body))
+}
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": request bytes / 4}` for a valid
+/// Messages request (without `max_tokens`, as the real endpoint takes it). No turn is consumed.
+async fn count_tokens(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let value = shared.record("POST", &uri, &headers, &body);
+    let format = Format::Anthropic;
+    let checked = match value {
+        Some(mut value) => {
+            if let Some(map) = value.as_object_mut() {
+                map.entry("max_tokens").or_insert(Value::from(1));
+            }
+            format
+                .parse_request(&value)
+                .and_then(|r| format.check_messages(&r.messages))
+                .map_err(|e| e.to_string())
+        }
+        None => Err("the request body is not valid JSON".to_owned()),
+    };
+    let response = match checked {
+        Ok(()) => json_response(
+            StatusCode::OK,
+            &serde_json::json!({"input_tokens": (body.len() as u64 / 4).max(1)}),
+        ),
+        Err(message) => json_response(
+            StatusCode::BAD_REQUEST,
+            &format.render_error(400, &message, None),
+        ),
+    };
+    with_vendor_headers(&shared, format, response)
+}
+
+/// Adds what the vendor's real responses carry besides the body: the request id
+/// (`x-request-id` for OpenAI, `request-id` for Anthropic) and a rate-limit header.
+fn with_vendor_headers(shared: &Shared, format: Format, mut response: Response) -> Response {
+    let id = shared.id("req_");
+    let headers = response.headers_mut();
+    let (id_header, limit_header) = match format {
+        Format::OpenAi => ("x-request-id", "x-ratelimit-remaining-requests"),
+        Format::Anthropic => ("request-id", "anthropic-ratelimit-requests-remaining"),
+    };
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        headers.insert(id_header, value);
+    }
+    headers.insert(limit_header, HeaderValue::from_static("4999"));
+    response
+}
+
+async fn not_found(
+    State(shared): State<Arc<Shared>>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.record(method.as_str(), &uri, &headers, &body);
     let message = format!(
-        "scripted server: no route {}; it serves POST /v1/messages and POST /v1/chat/completions",
+        "scripted server: no route {}; it serves POST /v1/messages, /v1/chat/completions, \
+         /v1/responses, /v1/embeddings, /v1/messages/count_tokens and GET /v1/models",
         uri.path()
     );
     json_response(
@@ -280,12 +504,26 @@ async fn not_found(
 
 async fn answer(
     shared: &Shared,
-    format: Format,
-    path: &str,
+    api: Api,
+    uri: &axum::http::Uri,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    let value = shared.record(path, headers, body);
+    let format = api.format();
+    let response = answer_inner(shared, api, uri, headers, body).await;
+    with_vendor_headers(shared, format, response)
+}
+
+async fn answer_inner(
+    shared: &Shared,
+    api: Api,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let format = api.format();
+    debug_assert_eq!(uri.path(), api.path());
+    let value = shared.record("POST", uri, headers, body);
     let error = |status: u16, message: &str, param: Option<&str>| {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         json_response(code, &format.render_error(status, message, param))
@@ -293,9 +531,16 @@ async fn answer(
     let Some(value) = value else {
         return error(400, "the request body is not valid JSON", None);
     };
-    let checked = format
-        .parse_request(&value)
-        .and_then(|request| format.check_messages(&request.messages).map(|()| request));
+    // A Responses request continuing a stored response carries only the new items: their tool
+    // calls are in the stored response, so the pairing is not checked.
+    let continued = api == Api::Responses && value.get("previous_response_id").is_some();
+    let checked = api.parse_request(&value).and_then(|request| {
+        match continued {
+            true => Ok(()),
+            false => format.check_messages(&request.messages),
+        }
+        .map(|()| request)
+    });
     let request = match checked {
         Ok(request) => request,
         Err(err) => {
@@ -332,6 +577,9 @@ async fn answer(
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert("x-should-retry", HeaderValue::from_static("true"));
         }
         return response;
     }
@@ -344,26 +592,38 @@ async fn answer(
             .into_response();
     }
     let wire = shared.reply(format, &request, body.len(), &reply);
-    let id = shared.id(match format {
-        Format::Anthropic => "msg_01",
-        Format::OpenAi => "chatcmpl-",
-    });
+    let id = shared.id(api.id_prefix());
     if request.stream {
-        let mut events = format.render_stream(&wire, &id);
+        let mut events = api.render_stream(&wire, &id);
         if reply.truncate {
             events.pop();
         }
-        return (
-            StatusCode::OK,
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            events.concat(),
-        )
-            .into_response();
+        let close_delay = Duration::from_millis(reply.close_delay_ms);
+        // The events, then (after the close delay) the end of the body.
+        let pieces = futures_util::stream::unfold(
+            (Some(events.concat()), close_delay),
+            |(text, delay)| async move {
+                match text {
+                    Some(text) => Some((Ok::<_, std::convert::Infallible>(text), (None, delay))),
+                    None => {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        None
+                    }
+                }
+            },
+        );
+        let mut response = Response::new(axum::body::Body::from_stream(pieces));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return response;
     }
-    let mut text = format.render_response(&wire, &id).to_string();
+    let mut text = api.render_response(&wire, &id).to_string();
     if reply.truncate {
         let mut half = text.len() / 2;
         while !text.is_char_boundary(half) {
@@ -390,7 +650,13 @@ fn json_response(status: StatusCode, value: &Value) -> Response {
 
 impl Shared {
     /// Records a request; returns its body as JSON, when it is.
-    fn record(&self, path: &str, headers: &HeaderMap, body: &[u8]) -> Option<Value> {
+    fn record(
+        &self,
+        method: &str,
+        uri: &axum::http::Uri,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<Value> {
         let value: Option<Value> = serde_json::from_slice(body).ok();
         let mut kept = BTreeMap::new();
         let mut auth = false;
@@ -411,7 +677,9 @@ impl Shared {
             }
         }
         lock(&self.requests).push(RecordedRequest {
-            path: path.to_owned(),
+            method: method.to_owned(),
+            path: uri.path().to_owned(),
+            query: uri.query().map(str::to_owned),
             body: value
                 .clone()
                 .unwrap_or_else(|| Value::String(String::from_utf8_lossy(body).into_owned())),
@@ -503,11 +771,16 @@ impl Shared {
                 content,
             },
             stop_reason: stop.to_owned(),
-            usage: Usage {
-                input_tokens: (request_bytes as u64 / 4).max(1),
-                output_tokens: (output_bytes as u64 / 4).max(1),
-                cache_read_tokens: 0,
-                cache_write_tokens: 0,
+            usage: {
+                let extra = reply.usage.clone().unwrap_or_default();
+                Usage {
+                    input_tokens: (request_bytes as u64 / 4).max(1),
+                    output_tokens: (output_bytes as u64 / 4).max(1) + extra.reasoning,
+                    cache_read_tokens: extra.cache_read,
+                    cache_write_tokens: extra.cache_write_5m + extra.cache_write_1h,
+                    cache_write_1h_tokens: extra.cache_write_1h,
+                    reasoning_tokens: extra.reasoning,
+                }
             },
             model: request.model.clone(),
         }

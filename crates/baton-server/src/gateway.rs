@@ -1,5 +1,19 @@
-//! The OpenAI/Anthropic-compatible gateway: `POST /v1/chat/completions` and `POST /v1/messages`,
-//! forwarded to the configured upstream through the tenant's exact cache.
+//! The OpenAI/Anthropic-compatible gateway, forwarded to the configured upstream through the
+//! tenant's exact cache:
+//!
+//! | route | upstream | operation | cached, deduplicated, logged, `Idempotency-Key` |
+//! |---|---|---|---|
+//! | `POST /v1/chat/completions` | `--upstream-openai` + `/chat/completions` | `openai.chat_completions` | yes |
+//! | `POST /v1/responses` | `--upstream-openai` + `/responses` | `openai.responses` | yes |
+//! | `POST /v1/embeddings` | `--upstream-openai` + `/embeddings` | `openai.embeddings` | yes |
+//! | `POST /v1/messages` | `--upstream-anthropic` + `/v1/messages` | `anthropic.messages` | yes |
+//! | `POST /v1/messages/count_tokens` | `--upstream-anthropic` + the same path | — | relayed only |
+//! | `GET /v1/models` | Anthropic's when the request has `anthropic-version` or `x-api-key`, else OpenAI's | — | relayed only |
+//! | `/v1/responses/{id}…` (any method) | `--upstream-openai` + the same path | — | relayed only |
+//!
+//! Relayed-only routes are what a client asks about the upstream's state (its models, a stored
+//! response) or a free count: answering them from a cache could serve stale state, and logging
+//! them as model calls would count calls nobody paid for. They still need the tenant.
 //!
 //! # What a request goes through
 //!
@@ -7,56 +21,103 @@
 //!    the header, `baton serve --gateway-tenant` names it, and the answers of that tenant are
 //!    shared only by callers holding the same provider credential (a SHA-256 fingerprint of it
 //!    goes into the key's versions); without either, 401.
-//! 2. **The upstream.** `--upstream-openai` (a base URL with `/v1`, `/chat/completions` is
-//!    appended) or `--upstream-anthropic` (a base URL without `/v1`, `/v1/messages` is
-//!    appended); when the flag was not given, 503 naming it.
-//! 3. **The body**, which must be a JSON object sent as `application/json` (415, 400), is
-//!    forwarded byte for byte with the caller's own credential (`Authorization` for OpenAI;
-//!    `x-api-key`, `Authorization`, `anthropic-version` and `anthropic-beta` for Anthropic).
-//!    The credential is never logged, stored or counted.
-//! 4. **The cache** ([`baton_cache::Cache::call`], operation `openai.chat_completions` or
-//!    `anthropic.messages`): the whole body is the key's body; its versions are the upstream
-//!    endpoint, the delivery (`json` or `sse`, with `stream_options`, since the key ignores
-//!    `stream`), the `anthropic-version`/`anthropic-beta` headers and, for the gateway tenant,
-//!    the credential's fingerprint. So: exact hits, in-flight deduplication of identical
-//!    concurrent requests in this process and across processes, and a call-log record per
-//!    request with the model and the tokens of the upstream's `usage`.
+//! 2. **The upstream.** The route's base URL and path, with the request's query string kept
+//!    (`?beta=true`); when the flag was not given, 503 naming it.
+//! 3. **The request** is forwarded faithfully ([`relay`]): the body byte for byte, every header
+//!    but the hop-by-hop ones and baton's own, so the caller's credential, `OpenAI-Organization`,
+//!    `OpenAI-Project`, `anthropic-version`, `anthropic-beta` and the SDK's own headers arrive
+//!    as sent. The credential is never logged, stored or counted. A model call's body must be a
+//!    JSON object sent as `application/json` (415, 400).
+//! 4. **The cache** ([`baton_cache::Cache::call`]): the whole body is the key's body; its
+//!    versions are the upstream URL (query included), the delivery (`json` or `sse`, with
+//!    `stream_options`, since the key ignores `stream`), the `anthropic-version`,
+//!    `anthropic-beta` and `openai-beta` headers and, for the gateway tenant, the credential's
+//!    fingerprint. So: exact hits, in-flight deduplication of identical concurrent requests in
+//!    this process and across processes, and a call-log record per request with the model and
+//!    the reply's whole usage (fresh input, output, cache writes of 5 minutes and of an hour,
+//!    cache reads, read from the vendor's own fields whole or streamed), priced part by part with
+//!    the price table, so a reply that read 1.2M tokens from the prompt cache is costed at the
+//!    cache-read price. The log's `input_tokens` is every input token of the prompt.
 //!
-//! The cached value is the upstream's status, content type and body of a successful (2xx)
-//! complete response: a JSON body as it came (its surrounding whitespace aside), or a whole
-//! event stream, stored only when it ended properly (`message_stop`, `[DONE]`). A streamed
-//! request's leader streams the upstream's bytes to its caller as they come while accumulating
-//! them; later hits and coalesced followers get the stored stream replayed. If a stream breaks
-//! off after its head was sent, the leader's caller gets the vendor's own error event
-//! (`event: error` for Anthropic, a `data: {"error": …}` chunk for OpenAI) before the end;
-//! everyone else gets a problem.
+//! The cached value is the upstream's status, content type, relayed headers and body of a
+//! successful (2xx) complete response: a JSON body as it came (its surrounding whitespace
+//! aside), or a whole event stream, stored only when it ended properly (`message_stop`,
+//! `[DONE]`, `response.completed`). A streamed request's leader streams the upstream's bytes to
+//! its caller as they come while accumulating them — all but the chunk holding the final event,
+//! which is sent once the answer is stored, so a caller that repeats a request after it has seen
+//! the whole stream gets a `hit`, never `coalesced`, whatever the upstream does before closing
+//! its connection (only a request that overlaps one in flight is coalesced). Later hits and
+//! coalesced followers get the stored stream replayed. If a stream breaks off after its head
+//! was sent, the leader's caller gets the vendor's own error event (`event: error` for Anthropic
+//! and the Responses API, a `data: {"error": …}` chunk for Chat Completions) before the end;
+//! everyone else gets an error.
 //!
-//! Upstream errors (non-2xx) reach the caller as the upstream sent them (status, content type,
-//! body, `retry-after`) and are never cached. An upstream that does not answer within
-//! `--upstream-timeout` (for its head, and between chunks) is a 504 problem; one that cannot be
-//! reached, answers a 2xx that is not JSON (or not an event stream), or breaks a stream off is
-//! a 502 problem.
+//! # The Responses API and upstream state
+//!
+//! A Responses request may depend on what the upstream stores: `previous_response_id` names a
+//! stored response to continue from, and `store` (true unless sent `false`) makes the upstream
+//! keep the new one under its `id`. Such requests are cached all the same, with the key over the
+//! whole body (so `previous_response_id`, `store` and every other field are in it): a response
+//! id names a stored response that never changes, so the same body means the same input; and a
+//! hit answers with the response (and `id`) the first call stored upstream, which a client can
+//! continue from with `previous_response_id` as long as the upstream keeps it (30 days at
+//! OpenAI, against the cache's one day). What a hit cannot do is follow a stored response that
+//! was deleted upstream since; a caller that needs the upstream's word sends
+//! `Cache-Control: no-cache`. Only final responses (`completed`, `incomplete`) are stored: a
+//! `background` request's `queued` answer is relayed, never cached.
+//!
+//! # Errors
+//!
+//! Upstream errors (non-2xx) reach the caller as the upstream sent them (status, headers, body)
+//! and are never cached. An error baton raises itself on a gateway route (no tenant, a bad
+//! body, no upstream configured, an upstream that does not answer within `--upstream-timeout`
+//! (504), one that cannot be reached, answers a 2xx that is not JSON (or not an event stream),
+//! or breaks a stream off (502), …) comes in the vendor's error shape, so SDKs show it:
+//! OpenAI's `{"error": {"message", "type", "param", "code"}}` with baton's problem kind as
+//! `code`, Anthropic's `{"type": "error", "error": {"type", "message"}}`; the message is the
+//! problem's detail, prefixed `baton: `, and `x-baton-error` names the kind ([`relay`]).
 //!
 //! # Headers
 //!
-//! - `x-baton-cache: hit | miss | coalesced | bypass` on every answer (`bypass`: the caller
-//!   asked for fresh processing), counted in `baton_cache_requests_total`; hits and coalesced
-//!   answers add their input tokens to `baton_tokens_saved_total{source="cache"}`.
+//! - The upstream's response headers come back (rate limits, `retry-after`, `x-should-retry`,
+//!   its request id in `x-request-id` or `request-id`…), except hop-by-hop ones, `date`,
+//!   `server` and `set-cookie`, on a miss, a bypass and a coalesced answer; a hit and an
+//!   idempotent replay, which did not reach the upstream, carry none of them. baton's own
+//!   request id is `x-baton-request-id` on every gateway answer (and `x-request-id` when the
+//!   upstream sent none).
+//! - `x-baton-cache: hit | miss | coalesced | bypass` on every answer of a model call
+//!   (`bypass`: the caller asked for fresh processing), counted in
+//!   `baton_cache_requests_total`; hits and coalesced answers add their input tokens to
+//!   `baton_tokens_saved_total{source="cache"}`.
 //! - `Cache-Control: no-cache` skips the cache read and in-flight sharing (the answer is still
 //!   stored), `no-store` keeps the answer out of the cache.
-//! - `Idempotency-Key` (after the IETF `Idempotency-Key` draft) goes through the idempotency
-//!   ledger ([`baton_store::ledger`]), under the ledger key `gateway:<operation>:<key>`, pinned
-//!   to the request's cache key: the same key with the same request returns the recorded
-//!   response (`idempotent-replayed: true`) even after the cache entry expired or when the
-//!   first call was `no-store`; with another request, 422; while the first is still running,
-//!   409. The ledger rather than the cache, because only the ledger tells "running" from "never
-//!   seen" and pins a key to one request. A failed call is recorded as a retryable failure, so
-//!   the same key may be tried again.
+//! - `Idempotency-Key` (after the IETF `Idempotency-Key` draft, 1 to 128 visible characters)
+//!   goes through the idempotency ledger ([`baton_store::ledger`]) in the gateway's own
+//!   namespace (`baton.gateway/<operation>/<scope>/<key>`, a prefix `/v1/operations` refuses
+//!   and does not list), scoped to the `x-baton-key` tenant, or under `--gateway-tenant` to the
+//!   caller's credential (the first 128 bits of its fingerprint, never the credential), so
+//!   no other key of the tenant can pre-complete a record and no other caller of the shared
+//!   tenant can squat one; pinned to the request's cache key: the same key with the same request
+//!   returns the recorded response (`idempotent-replayed: true`) even after the cache entry
+//!   expired or when the first call was `no-store`; with another request, 422; while the first
+//!   is still running, 409. The ledger rather than the cache, because only the ledger tells
+//!   "running" from "never seen" and pins a key to one request. A failed call is recorded as a
+//!   retryable failure, so the same key may be tried again.
 //!
 //! Every call runs on a task of its own, so a caller that hangs up neither cancels the upstream
 //! call its followers wait for nor loses an answer that the cache can keep.
+//!
+//! # Seams
+//!
+//! Capturing a conversation as a run, and managed context (issue 18, items 5 and 6), belong in
+//! `run`: the request is at hand there as JSON (`Call::value`, readable with
+//! `baton_wire::{anthropic, openai, responses}::parse_request`), and the answer as the
+//! [`baton_cache::Answered`] value once it is complete (its usage split in `usage`), whether it
+//! was executed, a hit or coalesced; a rewritten request is another `Call` with another body
+//! and so another cache key.
 
 mod idempotency;
+pub(crate) mod relay;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -67,9 +128,9 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{any, get, post};
 use baton_cache::{Answered, Cache, CallError, CallPolicy, CallRequest};
 use baton_core::TenantId;
 use baton_store::CallOutcome;
@@ -97,54 +158,122 @@ pub const IDEMPOTENCY_HEADER: HeaderName = HeaderName::from_static("idempotency-
 /// The response header on an answer replayed from the idempotency ledger.
 pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
 
+/// The longest `Idempotency-Key` the gateway takes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 128;
+
 /// The gateway's routes.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/responses", post(responses))
+        .route("/v1/embeddings", post(embeddings))
         .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(relay::count_tokens))
+        .route("/v1/models", get(relay::models))
+        .route("/v1/responses/{*rest}", any(relay::responses_state))
 }
 
 async fn chat_completions(
     State(state): State<Arc<AppState>>,
+    uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    gateway(state, Format::OpenAi, headers, body).await
+    gateway(state, Endpoint::Chat, uri, headers, body).await
+}
+
+async fn responses(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    gateway(state, Endpoint::Responses, uri, headers, body).await
+}
+
+async fn embeddings(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    gateway(state, Endpoint::Embeddings, uri, headers, body).await
 }
 
 async fn messages(
     State(state): State<Arc<AppState>>,
+    uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    gateway(state, Format::Anthropic, headers, body).await
+    gateway(state, Endpoint::Messages, uri, headers, body).await
 }
 
-/// One vendor's part of the gateway.
-struct Vendor {
-    operation: &'static str,
-    /// The headers passed upstream as they came; `credentials` are those that hold a secret.
-    passed: &'static [&'static str],
-    credentials: &'static [&'static str],
+/// A model-call route of the gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Chat,
+    Responses,
+    Embeddings,
+    Messages,
 }
 
-fn vendor(format: Format) -> Vendor {
-    match format {
-        Format::OpenAi => Vendor {
-            operation: "openai.chat_completions",
-            passed: &["authorization"],
-            credentials: &["authorization"],
-        },
-        Format::Anthropic => Vendor {
-            operation: "anthropic.messages",
-            passed: &[
-                "x-api-key",
-                "authorization",
-                "anthropic-version",
-                "anthropic-beta",
-            ],
-            credentials: &["x-api-key", "authorization"],
-        },
+impl Endpoint {
+    /// The vendor: its upstream, its error shapes.
+    pub(crate) fn format(self) -> Format {
+        match self {
+            Endpoint::Messages => Format::Anthropic,
+            _ => Format::OpenAi,
+        }
+    }
+
+    fn operation(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "openai.chat_completions",
+            Endpoint::Responses => "openai.responses",
+            Endpoint::Embeddings => "openai.embeddings",
+            Endpoint::Messages => "anthropic.messages",
+        }
+    }
+
+    /// The path appended to the vendor's base URL.
+    fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/chat/completions",
+            Endpoint::Responses => "/responses",
+            Endpoint::Embeddings => "/embeddings",
+            Endpoint::Messages => "/v1/messages",
+        }
+    }
+
+    /// The reader of a streamed answer; `None` for an endpoint that never streams.
+    fn stream(self) -> Option<baton_wire::Stream> {
+        match self {
+            Endpoint::Chat => Some(baton_wire::Stream::new(Format::OpenAi)),
+            Endpoint::Messages => Some(baton_wire::Stream::new(Format::Anthropic)),
+            Endpoint::Responses => Some(baton_wire::Stream::Responses(Default::default())),
+            Endpoint::Embeddings => None,
+        }
+    }
+
+    /// The model, usage and whether a whole (non-streamed) answer is final and may be stored.
+    fn read_answer(
+        self,
+        body: &[u8],
+    ) -> Result<(String, baton_wire::Usage, bool), baton_wire::Error> {
+        match self {
+            Endpoint::Embeddings => baton_wire::openai::parse_embeddings(body)
+                .map(|(model, usage)| (model, usage, true)),
+            Endpoint::Responses => baton_wire::responses::parse_response(body).map(|reply| {
+                let last =
+                    reply.stop_reason == "completed" || reply.stop_reason.starts_with("incomplete");
+                (reply.model, reply.usage, last)
+            }),
+            _ => self
+                .format()
+                .parse_response(body)
+                .map(|reply| (reply.model, reply.usage, true)),
+        }
     }
 }
 
@@ -152,7 +281,7 @@ fn vendor(format: Format) -> Vendor {
 pub(crate) struct Call {
     state: Arc<AppState>,
     cache: Arc<Cache>,
-    format: Format,
+    endpoint: Endpoint,
     operation: &'static str,
     url: String,
     headers: HeaderMap,
@@ -161,6 +290,8 @@ pub(crate) struct Call {
     model: String,
     versions: BTreeMap<String, String>,
     policy: CallPolicy,
+    /// Whose idempotency keys these are: the tenant's, or a credential's in the gateway tenant.
+    scope: String,
 }
 
 impl Call {
@@ -177,11 +308,12 @@ impl Call {
 
 async fn gateway(
     state: Arc<AppState>,
-    format: Format,
+    endpoint: Endpoint,
+    uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let (call, key) = match prepare(state, format, &headers, body).await {
+    let (call, key) = match prepare(state, endpoint, &uri, &headers, body).await {
         Ok(prepared) => prepared,
         Err(problem) => return problem.into_response(),
     };
@@ -196,27 +328,19 @@ async fn gateway(
     answer(call, idempotency).await
 }
 
-/// Checks the request and builds its call (tenant, upstream, body, key versions, policy); also
-/// returns its idempotency key.
-async fn prepare(
-    state: Arc<AppState>,
+/// The upstream URL of `path` for `format`, with the request's query string; 503 naming the
+/// flag when that upstream is not configured.
+pub(crate) fn upstream_url(
+    state: &AppState,
     format: Format,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(Arc<Call>, Option<String>), Problem> {
-    let vendor = vendor(format);
-    let (tenant, shared_tenant) = tenant(&state, headers).await?;
-    tracing::Span::current().record("tenant", tenant.as_str());
-    let (base, flag, path) = match format {
-        Format::OpenAi => (
-            state.config.upstream_openai.as_deref(),
-            "--upstream-openai",
-            "/chat/completions",
-        ),
+    path: &str,
+    uri: &Uri,
+) -> Result<String, Problem> {
+    let (base, flag) = match format {
+        Format::OpenAi => (state.config.upstream_openai.as_deref(), "--upstream-openai"),
         Format::Anthropic => (
             state.config.upstream_anthropic.as_deref(),
             "--upstream-anthropic",
-            "/v1/messages",
         ),
     };
     let Some(base) = base else {
@@ -230,7 +354,27 @@ async fn prepare(
             ),
         ));
     };
-    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut url = format!("{}{path}", base.trim_end_matches('/'));
+    if let Some(query) = uri.query() {
+        url.push('?');
+        url.push_str(query);
+    }
+    Ok(url)
+}
+
+/// Checks the request and builds its call (tenant, upstream, body, key versions, policy); also
+/// returns its idempotency key.
+async fn prepare(
+    state: Arc<AppState>,
+    endpoint: Endpoint,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Arc<Call>, Option<String>), Problem> {
+    let format = endpoint.format();
+    let (tenant, shared_tenant) = tenant(&state, headers).await?;
+    tracing::Span::current().record("tenant", tenant.as_str());
+    let url = upstream_url(&state, format, endpoint.path(), uri)?;
     if !is_json(headers) {
         return Err(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -266,16 +410,11 @@ async fn prepare(
         .to_owned();
     let stream = object.get("stream").and_then(Value::as_bool) == Some(true);
 
-    let mut forwarded = HeaderMap::with_capacity(vendor.passed.len() + 1);
+    let mut forwarded = relay::forwarded(headers);
     forwarded.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    for name in vendor.passed {
-        for value in headers.get_all(*name) {
-            forwarded.append(*name, value.clone());
-        }
-    }
 
     let mut versions = BTreeMap::new();
     versions.insert("endpoint".to_owned(), url.clone());
@@ -285,31 +424,31 @@ async fn prepare(
         (true, Some(options)) => format!("sse {options}"),
     };
     versions.insert("delivery".to_owned(), delivery);
-    for name in ["anthropic-version", "anthropic-beta"] {
-        if vendor.passed.contains(&name) {
-            let values: Vec<&str> = headers
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            if !values.is_empty() {
-                versions.insert(name.to_owned(), values.join(","));
-            }
+    for name in ["anthropic-version", "anthropic-beta", "openai-beta"] {
+        let values: Vec<&str> = headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if !values.is_empty() {
+            versions.insert(name.to_owned(), values.join(","));
         }
     }
-    if shared_tenant {
-        versions.insert(
-            "credential".to_owned(),
-            fingerprint(headers, vendor.credentials),
-        );
-    }
+    let scope = match shared_tenant {
+        true => {
+            let credential = fingerprint(headers, relay::CREDENTIALS);
+            versions.insert("credential".to_owned(), credential.clone());
+            format!("credential:{}", credential.get(..32).unwrap_or(&credential))
+        }
+        false => "tenant".to_owned(),
+    };
 
     let policy = cache_policy(headers);
     let call = Arc::new(Call {
         cache: state.cache(&tenant),
         state,
-        format,
-        operation: vendor.operation,
+        endpoint,
+        operation: endpoint.operation(),
         url,
         headers: forwarded,
         body,
@@ -317,6 +456,7 @@ async fn prepare(
         model,
         versions,
         policy,
+        scope,
     });
     let key = match headers.get(IDEMPOTENCY_HEADER) {
         Some(key) => Some(
@@ -332,7 +472,10 @@ async fn prepare(
 }
 
 /// The tenant of the request, and whether it is the shared gateway tenant (no `x-baton-key`).
-async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<(TenantId, bool), Problem> {
+pub(crate) async fn tenant(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(TenantId, bool), Problem> {
     if let Some(key) = headers.get(KEY_HEADER) {
         let Ok(key) = key.to_str() else {
             return Err(Problem::unauthorized(
@@ -469,17 +612,22 @@ async fn run(
         led.store(true, Ordering::Relaxed);
         upstream::fetch(&call, Some(live), &held)
     });
-    let Some(idempotency) = idempotency else {
-        return through_cache.await;
+    let result = match idempotency {
+        None => through_cache.await,
+        Some(idempotency) => {
+            let result = tokio::select! {
+                biased;
+                result = through_cache => result,
+                () = idempotency.keep_alive(&call) => Err(CallError::Invalid("the idempotency heartbeat stopped".into())),
+            };
+            idempotency.publish(&call, &result).await;
+            result
+        }
     };
-    let result = tokio::select! {
-        biased;
-        result = through_cache => result,
-        () = idempotency.keep_alive(&call) => Err(CallError::Invalid("the idempotency heartbeat stopped".into())),
-    };
-    idempotency.publish(&call, &result).await;
-    // `held` (a streamed answer's sending half) is dropped last: the leader's caller sees its
-    // stream end once the answer is stored and published.
+    // A streamed answer's last chunk (the one with its final event) goes to the leader's
+    // caller only now that the answer is stored and published, and its stream ends with it:
+    // a caller that repeats the request once it has seen the whole stream finds it stored.
+    upstream::release(&held).await;
     result
 }
 
@@ -488,6 +636,7 @@ fn stream_response(live: Live, outcome: &'static str) -> Response {
     let Live {
         status,
         content_type,
+        headers: relayed,
         chunks,
     } = live;
     let body = futures_util::stream::unfold(chunks, |mut chunks: mpsc::Receiver<Bytes>| async {
@@ -497,18 +646,24 @@ fn stream_response(live: Live, outcome: &'static str) -> Response {
     let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
+    relay::copy_back(&relayed, headers);
     headers.insert(header::CONTENT_TYPE, content_type);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(CACHE_HEADER, HeaderValue::from_static(outcome));
     response
 }
 
-/// A recorded response, as the upstream sent it.
+/// A recorded response, as the upstream sent it; with the upstream's headers unless it is a
+/// hit (which did not reach the upstream: its rate limits and request id would be another
+/// call's).
 fn recorded_response(recorded: Recorded, outcome: &'static str) -> Response {
-    let (status, content_type, body) = recorded.into_parts();
+    let (status, content_type, relayed, body) = recorded.into_parts();
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
+    if outcome != "hit" {
+        relay::copy_back(&relayed, headers);
+    }
     if let Ok(value) = HeaderValue::from_str(&content_type) {
         headers.insert(header::CONTENT_TYPE, value);
     }
@@ -523,19 +678,13 @@ fn error_response(err: &CallError, outcome: &'static str) -> Response {
         CallError::Upstream(cause) => match cause.downcast_ref::<UpstreamError>() {
             Some(UpstreamError::Status {
                 status,
-                content_type,
-                retry_after,
+                headers: relayed,
                 body,
             }) => {
                 let mut response = Response::new(Body::from(body.clone()));
                 *response.status_mut() = *status;
                 let headers = response.headers_mut();
-                if let Some(value) = content_type {
-                    headers.insert(header::CONTENT_TYPE, value.clone());
-                }
-                if let Some(value) = retry_after {
-                    headers.insert(header::RETRY_AFTER, value.clone());
-                }
+                relay::copy_back(relayed, headers);
                 headers.insert(CACHE_HEADER, HeaderValue::from_static(outcome));
                 return response;
             }

@@ -3,9 +3,11 @@
 //! - `api`: the JSON API under `/v1/` (runs, history, context, compaction, summaries, working
 //!   state, the ledger, the cache, reports), every route scoped to the tenant of the caller's
 //!   key (`auth`) and described by the OpenAPI 3.1 document at `/openapi.json`;
-//! - `gateway`: `POST /v1/chat/completions` and `POST /v1/messages`, forwarded to the
-//!   configured upstream through the exact cache, in-flight dedup and the call log, with
-//!   `Idempotency-Key` support;
+//! - `gateway`: `POST /v1/chat/completions`, `/v1/responses`, `/v1/embeddings` and
+//!   `/v1/messages`, forwarded to the configured upstream through the exact cache, in-flight
+//!   dedup and the call log, with `Idempotency-Key` support; `GET /v1/models`,
+//!   `POST /v1/messages/count_tokens` and `/v1/responses/{id}…` relayed; the vendor's error
+//!   shape for baton's own errors on those routes;
 //! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
 //!   draining), `/metrics` (`metrics`).
 //!
@@ -49,7 +51,7 @@ pub use state::{AppState, Config};
 
 use crate::problem::{ApiJson, Problem};
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole service: API, gateway, health, metrics and the OpenAPI document.
 pub fn app(state: Arc<AppState>) -> Router {
@@ -88,6 +90,7 @@ pub fn app(state: Arc<AppState>) -> Router {
             metrics::track,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), limits::body))
+        .layer(middleware::from_fn(gateway::relay::vendor_errors))
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use baton_cache::Cache;
 use baton_core::TenantId;
+use baton_core::prices::PriceTable;
 use baton_store::Store;
 
 use crate::metrics::Metrics;
@@ -38,6 +39,9 @@ pub struct Config {
     pub body_read_timeout: Duration,
     /// The most connections served at once; the next ones are answered 503 and closed.
     pub max_connections: usize,
+    /// The prices the gateway's call log costs calls at (the reports' table: the built-in one,
+    /// or `--prices FILE`).
+    pub prices: PriceTable,
 }
 
 impl Default for Config {
@@ -54,6 +58,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(20),
             max_connections: 1024,
+            prices: PriceTable::defaults(),
         }
     }
 }
@@ -100,7 +105,8 @@ impl AppState {
                 let cache = Cache::new(self.store.clone(), tenant.clone());
                 let cache = cache
                     .with_ttl(None, self.config.cache_ttl)
-                    .unwrap_or_else(|_| Cache::new(self.store.clone(), tenant.clone()));
+                    .unwrap_or_else(|_| Cache::new(self.store.clone(), tenant.clone()))
+                    .with_prices(self.config.prices.clone());
                 // A hit must not wait for its log line: the log is written in batches, and
                 // flushed when the server stops.
                 Arc::new(cache.with_background_log())

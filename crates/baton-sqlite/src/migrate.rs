@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0008_api_keys.sql"),
     include_str!("../migrations/0009_ledger_by_key.sql"),
     include_str!("../migrations/0010_usage.sql"),
+    include_str!("../migrations/0011_runs.sql"),
 ];
 
 /// The schema version this build writes.

@@ -13,6 +13,7 @@ use baton_store::backend::{
 use baton_store::import::{
     CompactionEvent, Digest, RunCounts, RunOrigin, RunUsage, SourceCompaction,
 };
+use baton_store::runs::ListedRun;
 use baton_store::{Constraint, Error, ImportUsage, SearchRow, StoredUsage, UsageQuery};
 use rusqlite::params;
 
@@ -337,6 +338,60 @@ impl RunRows for SqliteTx {
             |r| r.entry(),
         )
     }
+
+    async fn listing(&mut self, tenant: &TenantId) -> Result<Vec<ListedRun>, Error> {
+        self.all(
+            "SELECT r.id, r.tenant_id, r.status, r.goal, r.rules, r.active_summary_id, r.last_seq,
+                    r.created_at, r.cleared_through, r.cleared_min_tokens, r.pk, o.format,
+                    o.project, o.title, o.models, p.id, o.first_at, o.last_at, h.tokens, h.first,
+                    h.last
+             FROM runs r
+             LEFT JOIN run_origins o ON o.run_pk = r.pk
+             LEFT JOIN runs p ON p.pk = o.parent_run_pk
+             LEFT JOIN (SELECT run_pk, SUM(tokens) AS tokens, MIN(created_at) AS first,
+                               MAX(created_at) AS last
+                        FROM history WHERE run_pk IN (SELECT pk FROM runs WHERE tenant_id = ?1)
+                        GROUP BY run_pk) h ON h.run_pk = r.pk
+             WHERE r.tenant_id = ?1 ORDER BY r.pk",
+            [tenant.as_str()],
+            |r| r.listed_run(),
+        )
+    }
+
+    async fn children(&mut self, run: i64) -> Result<Vec<(i64, RunId)>, Error> {
+        self.all(
+            "SELECT r.pk, r.id FROM run_origins o JOIN runs r ON r.pk = o.run_pk
+             WHERE o.parent_run_pk = ?1 ORDER BY r.pk",
+            [run],
+            |r| Ok((r.int_at(0)?, RunId::new(r.text_at(1)?)?)),
+        )
+    }
+
+    async fn delete_run(&mut self, run: i64) -> Result<u64, Error> {
+        self.exec("INSERT INTO run_deletions (run_pk) VALUES (?1)", [run])?;
+        // The FTS5 words first, while `history_search` still names their rowids.
+        for sql in [
+            "DELETE FROM history_search_words
+             WHERE rowid IN (SELECT id FROM history_search WHERE run_pk = ?1)",
+            "DELETE FROM history_search WHERE run_pk = ?1",
+            "DELETE FROM search_progress WHERE run_pk = ?1",
+            "DELETE FROM pins WHERE run_pk = ?1",
+            "DELETE FROM run_constraints WHERE run_pk = ?1",
+            "DELETE FROM tool_runs WHERE run_pk = ?1",
+            "DELETE FROM source_compactions WHERE run_pk = ?1",
+            "DELETE FROM usage_records WHERE run_pk = ?1",
+            "UPDATE run_origins SET parent_run_pk = NULL WHERE parent_run_pk = ?1",
+            "DELETE FROM run_origins WHERE run_pk = ?1",
+            "UPDATE runs SET active_summary_id = NULL WHERE pk = ?1",
+            "DELETE FROM summaries WHERE run_pk = ?1",
+        ] {
+            self.exec(sql, [run])?;
+        }
+        let messages = self.exec("DELETE FROM history WHERE run_pk = ?1", [run])?;
+        self.exec("DELETE FROM runs WHERE pk = ?1", [run])?;
+        self.exec("DELETE FROM run_deletions WHERE run_pk = ?1", [run])?;
+        Ok(messages as u64)
+    }
 }
 
 #[async_trait]
@@ -379,13 +434,14 @@ impl ImportRows for SqliteTx {
             "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, source_session_id,
                  parent_key, parent_run_pk, models, first_at, last_at, redactions, skipped_lines,
                  side_branches, side_branch_messages, source_messages, source_digest, imported_at,
-                 updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)",
+                 updated_at, project, title)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18,
+                 ?19, ?20)",
             params![
                 run, tenant.as_str(), o.source_key, o.path, o.format, o.source_session_id,
                 o.parent_key, new.parent, new.models, o.first_at, o.last_at, int(o.redactions)?,
                 int(o.skipped_lines)?, int(o.side_branches)?, int(o.side_branch_messages)?,
-                int(new.messages)?, new.digest.to_hex(), new.now.0,
+                int(new.messages)?, new.digest.to_hex(), new.now.0, o.project, o.title,
             ],
         )?;
         // Subagents imported before their parent: link them now.
@@ -402,7 +458,8 @@ impl ImportRows for SqliteTx {
         self.exec(
             "UPDATE run_origins SET path = ?2, models = ?3, first_at = ?4, last_at = ?5,
                  redactions = ?6, skipped_lines = ?7, side_branches = ?8, side_branch_messages = ?9,
-                 source_messages = ?10, source_digest = ?11, updated_at = ?12
+                 source_messages = ?10, source_digest = ?11, updated_at = ?12,
+                 project = COALESCE(?13, project), title = COALESCE(?14, title)
              WHERE run_pk = ?1",
             params![
                 run,
@@ -417,6 +474,8 @@ impl ImportRows for SqliteTx {
                 int(new.messages)?,
                 new.digest.to_hex(),
                 new.now.0,
+                o.project,
+                o.title,
             ],
         )
         .map(drop)
@@ -441,7 +500,8 @@ impl ImportRows for SqliteTx {
         self.one(
             "SELECT o.source_key, o.path, o.format, o.source_session_id, p.id, o.models, o.first_at,
                     o.last_at, o.redactions, o.skipped_lines, o.side_branches,
-                    o.side_branch_messages, o.source_messages, o.imported_at, o.updated_at
+                    o.side_branch_messages, o.source_messages, o.imported_at, o.updated_at,
+                    o.project, o.title
              FROM run_origins o LEFT JOIN runs p ON p.pk = o.parent_run_pk WHERE o.run_pk = ?1",
             [run],
             |r| r.origin(),
@@ -508,6 +568,16 @@ impl ImportRows for SqliteTx {
             FROM usage_records WHERE run_pk = ?1
             GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated";
         self.all(sql, [run], |r| r.run_usage())
+    }
+
+    async fn usage_by_run(&mut self, tenant: &TenantId) -> Result<Vec<(i64, RunUsage)>, Error> {
+        let sql = "SELECT model, estimated, COUNT(*), SUM(input), SUM(output),
+                SUM(cache_write_5m), SUM(cache_write_1h), SUM(cache_read), run_pk
+            FROM usage_records WHERE tenant_id = ?1
+            GROUP BY run_pk, model, estimated";
+        self.all(sql, [tenant.as_str()], |r| {
+            Ok((r.int_at(8)?, r.run_usage()?))
+        })
     }
 
     async fn usage(

@@ -65,6 +65,7 @@ use crate::import::{
 };
 use crate::keys::{ApiKey, KeyHash, NewApiKey, Revoke};
 use crate::ledger::{Attempt, AttemptOutcome, OpStatus, Operation};
+use crate::runs::ListedRun;
 use crate::search::{SearchKind, SearchRow};
 use crate::usage::{ImportUsage, StoredUsage, UsageQuery};
 use crate::{Constraint, Error};
@@ -336,6 +337,17 @@ pub trait RunRows: Send {
     ) -> Result<(), Error>;
     /// The entries of the run whose search rows match `phrase`, in seq order.
     async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error>;
+    /// Every run of the tenant with what a listing shows of it: rows of [`Row::listed_run`],
+    /// in key order.
+    async fn listing(&mut self, tenant: &TenantId) -> Result<Vec<ListedRun>, Error>;
+    /// The runs whose origin names `run` as their parent's, with their keys.
+    async fn children(&mut self, run: i64) -> Result<Vec<(i64, RunId)>, Error>;
+    /// Removes every row of the run, in every table (its search index, pins, constraints,
+    /// started tools, summaries, source compactions, usage records, origin, history, and the
+    /// run), through the one path the append-only triggers allow (the run's key in
+    /// `run_deletions` while its rows go); returns how many messages it held. The caller
+    /// holds the run's lock and has removed the runs that name it as their parent.
+    async fn delete_run(&mut self, run: i64) -> Result<u64, Error>;
 }
 
 /// Imported runs: their origins and their source's compaction events.
@@ -384,6 +396,9 @@ pub trait ImportRows: Send {
     /// The run's usage records summed per model and kind: rows of [`Row::run_usage`], ordered
     /// by model (no model first), then reported before estimated.
     async fn run_usage(&mut self, run: i64) -> Result<Vec<RunUsage>, Error>;
+    /// The usage records of every run of the tenant summed per run, model and kind: rows of
+    /// [`Row::run_usage`] followed by the run's key.
+    async fn usage_by_run(&mut self, tenant: &TenantId) -> Result<Vec<(i64, RunUsage)>, Error>;
     /// The tenant's usage records `query` selects: rows of [`Row::stored_usage`], ordered by
     /// timestamp (none first), then record id.
     async fn usage(
@@ -764,7 +779,7 @@ pub trait Row {
     }
     /// An origin: `source_key, path, format, source_session_id, parent run id, models,
     /// first_at, last_at, redactions, skipped_lines, side_branches, side_branch_messages,
-    /// source_messages, imported_at, updated_at`.
+    /// source_messages, imported_at, updated_at, project, title`.
     fn origin(&self) -> Result<RunOrigin, Error> {
         let models = self.text_at(5)?;
         Ok(RunOrigin {
@@ -784,6 +799,8 @@ pub trait Row {
             source_messages: self.count(12, "source_messages")?,
             imported_at: self.time(13)?,
             updated_at: self.time(14)?,
+            project: self.text(15)?,
+            title: self.text(16)?,
         })
     }
     /// Counts over a history: `COUNT(*), SUM(tokens), SUM(bytes), MIN(created_at),
@@ -817,6 +834,31 @@ pub trait Row {
             estimated: self.flag(1)?,
             responses: self.count(2, "response count")?,
             usage: self.usage_at(3)?,
+        })
+    }
+    /// A run as a listing reads it: the columns of [`Row::run`], then `pk, format, project,
+    /// title, models, parent run id, first_at, last_at, SUM(tokens), MIN(created_at),
+    /// MAX(created_at)` (the origin's columns NULL for a run not imported, the history's for
+    /// an empty run).
+    fn listed_run(&self) -> Result<ListedRun, Error> {
+        let models = match self.text(14)? {
+            Some(models) => serde_json::from_str(&models)
+                .map_err(|e| corrupt(format!("model names {models:?}: {e}")))?,
+            None => Vec::new(),
+        };
+        Ok(ListedRun {
+            run: self.run()?,
+            pk: self.int_at(10)?,
+            format: self.text(11)?,
+            project: self.text(12)?,
+            title: self.text(13)?,
+            models,
+            parent_run: self.text(15)?.map(RunId::new).transpose()?,
+            first_at: self.text(16)?,
+            last_at: self.text(17)?,
+            tokens: uint(self.int(18)?.unwrap_or(0), "token sum")?,
+            first_stored: self.int(19)?.map(Timestamp),
+            last_stored: self.int(20)?.map(Timestamp),
         })
     }
     /// A stored usage record: `run id, session, project, agent, id, model, response_id,

@@ -149,7 +149,9 @@ pub struct CallRecord {
     pub request_hash: RequestKey,
     /// The model.
     pub model: String,
-    /// Input tokens of the answer (for a hit or a coalesced call: of the answer it was given).
+    /// Input tokens of the answer (for a hit or a coalesced call: of the answer it was given):
+    /// the whole prompt, fresh, written to and read from the provider's prompt cache, as
+    /// `cost_usd` prices each part at its own rate.
     pub input_tokens: u64,
     /// Output tokens of the answer.
     pub output_tokens: u64,

@@ -30,6 +30,7 @@ mod import;
 mod keys;
 mod ledger;
 mod ledger_model;
+mod runs;
 mod text;
 pub use agent::*;
 pub use cache::*;
@@ -38,6 +39,7 @@ pub use import::*;
 pub use keys::*;
 pub use ledger::*;
 pub use ledger_model::*;
+pub use runs::*;
 pub use text::*;
 
 /// A backend under test: one database, opened as many times as a test asks.
@@ -49,6 +51,19 @@ pub trait Harness: Send + Sync {
     /// Overwrites every stored cache body behind the store's back (its checksum unchanged),
     /// as a bad disk or a stray write would: the store must notice.
     async fn corrupt_cache_bodies(&self);
+
+    /// The number of rows of every table of baton's schema, by name, read behind the store's
+    /// back (on SQLite, an FTS5 table is counted by its one-row-per-document shadow table;
+    /// its other shadow tables, whose rows are index segments, are left out).
+    async fn table_rows(&self) -> std::collections::BTreeMap<String, u64>;
+
+    /// How many rows of the search index hold `word`, asked of the index itself (SQLite's
+    /// FTS5 table, PostgreSQL's tsvectors), not of the store.
+    async fn indexed(&self, word: &str) -> u64;
+
+    /// Runs one SQL statement in baton's schema, behind the store's back; the rows it changed,
+    /// or the database's error.
+    async fn execute(&self, sql: &str) -> Result<u64, String>;
 }
 
 /// Expands to one `#[tokio::test]` per conformance test, each with a fresh harness from
@@ -91,6 +106,7 @@ macro_rules! conformance_tests {
             a_file_is_imported_whole_or_not_at_all,
             subagents_link_to_their_parent_in_either_order,
             imports_are_isolated_by_tenant,
+            source_run_finds_an_imported_source_in_its_tenant,
             concurrent_imports_of_one_source_make_one_run,
             run_report_counts_a_native_run,
             a_last_message_read_mid_stream_is_named_as_such,
@@ -117,7 +133,10 @@ macro_rules! conformance_tests {
             a_repeated_publish_by_the_publishing_fence_changes_nothing,
             the_ledger_keeps_its_invariants_over_random_interleavings,
             text_with_a_nul_is_refused_alike_everywhere,
-            api_keys_authenticate_their_tenant_until_revoked
+            api_keys_authenticate_their_tenant_until_revoked,
+            runs_are_listed_with_project_title_activity_and_cost,
+            a_deleted_run_leaves_no_row_and_other_runs_untouched,
+            history_stays_append_only_outside_a_deletion
         );
     };
     (@each $make_harness:expr; $($name:ident),* $(,)?) => {

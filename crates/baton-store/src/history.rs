@@ -23,9 +23,9 @@ use crate::backend::{
 };
 use crate::search::{Found, INDEX_BATCH, phrase, search_rows};
 use crate::{
-    Candidate, Constraint, ContextMeta, ContextParts, Error, Imported, Install, NewEntry,
-    NewImport, NewRun, Reimport, Rejection, RunReport, SearchQuery, SetCleared, Store, check_text,
-    generate_run_id, import,
+    Candidate, Constraint, ContextMeta, ContextParts, Deleted, Error, Imported, Install, NewEntry,
+    NewImport, NewRun, Reimport, Rejection, RunPage, RunQuery, RunReport, SearchQuery, SetCleared,
+    Store, check_text, generate_run_id, import,
 };
 
 /// Wraps a job's body: `job!(|tx| { … })` is the closure [`Backend::write`] and
@@ -237,6 +237,51 @@ impl<B: Backend> Store for B {
                 return Err(Error::UnknownTenant { tenant });
             }
             tx.runs(&tenant).await
+        }))
+        .await
+    }
+
+    async fn list_run_summaries(
+        &self,
+        tenant: &TenantId,
+        query: &RunQuery,
+    ) -> Result<RunPage, Error> {
+        let tenant = tenant.clone();
+        let (rows, usage) = self
+            .read(job!(|tx| {
+                let rows = tx.listing(&tenant).await?;
+                let usage = tx.usage_by_run(&tenant).await?;
+                Ok((rows, usage))
+            }))
+            .await?;
+        crate::runs::page(rows, &usage, query)
+    }
+
+    async fn delete_run(&self, tenant: &TenantId, run: &RunId) -> Result<Deleted, Error> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.write(job!(|tx| {
+            let row = lock(tx, &tenant, &run).await?;
+            // The run's subagents, theirs, and so on, found breadth first; deleted deepest
+            // first, so no origin is left naming a deleted parent.
+            let mut victims = vec![(row.pk, run.clone())];
+            let mut next = 0;
+            while let Some((pk, _)) = victims.get(next) {
+                for child in tx.children(*pk).await? {
+                    if !victims.iter().any(|(seen, _)| *seen == child.0) {
+                        victims.push(child);
+                    }
+                }
+                next += 1;
+            }
+            let mut messages = 0;
+            for (pk, _) in victims.iter().rev() {
+                messages += tx.delete_run(*pk).await?;
+            }
+            Ok(Deleted {
+                run,
+                subagents: victims.into_iter().skip(1).map(|(_, id)| id).collect(),
+                messages,
+            })
         }))
         .await
     }
@@ -682,6 +727,18 @@ impl<B: Backend> Store for B {
         reimport: Reimport,
     ) -> Result<Vec<Imported>, Error> {
         import::store(self, tenant, imports, reimport).await
+    }
+
+    async fn source_run(
+        &self,
+        tenant: &TenantId,
+        source_key: &str,
+    ) -> Result<Option<RunId>, Error> {
+        let (tenant, key) = (tenant.clone(), source_key.to_owned());
+        self.read(job!(|tx| {
+            Ok(tx.source(&tenant, &key).await?.map(|(_, id)| id))
+        }))
+        .await
     }
 
     async fn run_report(&self, tenant: &TenantId, run: &RunId) -> Result<RunReport, Error> {

@@ -65,6 +65,11 @@ pub struct Origin {
     pub side_branches: u64,
     /// Messages on those side branches.
     pub side_branch_messages: u64,
+    /// The project the session worked in (the agent's working directory), when the source
+    /// says.
+    pub project: Option<String>,
+    /// The first instruction the user gave, on one line and cut short (what `runs list` shows).
+    pub title: Option<String>,
 }
 
 /// A compaction the source agent performed, recorded as an event beside the history.
@@ -230,7 +235,8 @@ pub enum ImportRejection {
     /// The source no longer starts with the messages imported from it before: it was edited or
     /// replaced, so appending to it would mix two histories.
     #[error(
-        "transcript {index}: the source no longer starts with the {stored} messages imported from it as run \"{run}\" (edited or replaced since); nothing was appended"
+        "transcript {index}: the source no longer starts with the {stored} messages imported from it as run \"{run}\" (edited or replaced since){}; nothing was appended",
+        .first.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
     )]
     Diverged {
         /// The transcript's place in the file.
@@ -239,6 +245,8 @@ pub enum ImportRejection {
         run: RunId,
         /// Source messages the run holds.
         stored: u64,
+        /// The first message that differs, once the store has compared them.
+        first: Option<Difference>,
     },
     /// The source still starts with what was imported, except its last imported message, which
     /// has changed since: it was still being written when it was imported (a streamed response
@@ -271,6 +279,81 @@ pub enum ImportRejection {
     },
 }
 
+/// The first message where a source and the run imported from it differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// Its seq in the run, which is its place among the source's messages (from 1).
+    pub seq: Seq,
+    /// A short excerpt of the stored message, around where the two first differ.
+    pub stored: String,
+    /// The same excerpt of the source's message.
+    pub incoming: String,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "message {} differs (stored: {:?}; source now: {:?})",
+            self.seq, self.stored, self.incoming
+        )
+    }
+}
+
+/// How many characters of each side [`Difference`] shows.
+const EXCERPT_CHARS: usize = 60;
+
+/// The first of `import`'s messages that is not the same as the stored message at its place
+/// (`stored` holds the run's messages from seq `from`), with excerpts of both; `None` when
+/// every message both have is the same.
+pub fn first_difference<'a>(
+    import: &NewImport,
+    from: Seq,
+    stored: impl IntoIterator<Item = &'a Message>,
+) -> Option<Difference> {
+    let skip = usize::try_from(from.0.saturating_sub(1)).unwrap_or(usize::MAX);
+    let incoming = import.entries.iter().skip(skip).map(|e| &e.message);
+    for (i, (old, new)) in stored.into_iter().zip(incoming).enumerate() {
+        let json = |m: &Message| serde_json::to_string(m).unwrap_or_default();
+        let (old_json, new_json) = (json(old), json(new));
+        if old_json == new_json {
+            continue;
+        }
+        // The words when they differ (what a person reads), else the JSON (a tool call's
+        // input, a block's kind…).
+        let (old_text, new_text) = (old.plain_text(), new.plain_text());
+        let (a, b) = if old_text != new_text {
+            (old_text, new_text)
+        } else {
+            (old_json, new_json)
+        };
+        let (stored, incoming) = excerpts(&a, &b);
+        return Some(Difference {
+            seq: Seq(from.0 + i as u64),
+            stored,
+            incoming,
+        });
+    }
+    None
+}
+
+/// Excerpts of `a` and `b` from a little before the first character where they differ.
+fn excerpts(a: &str, b: &str) -> (String, String) {
+    let at = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let start = at.saturating_sub(EXCERPT_CHARS / 3);
+    let cut = |s: &str| {
+        let mut out: String = s.chars().skip(start).take(EXCERPT_CHARS).collect();
+        if start > 0 {
+            out.insert(0, '…');
+        }
+        if s.chars().count() > start + EXCERPT_CHARS {
+            out.push('…');
+        }
+        out
+    };
+    (cut(a), cut(b))
+}
+
 /// What the store keeps of an imported source, as read back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunOrigin {
@@ -298,6 +381,10 @@ pub struct RunOrigin {
     pub side_branches: u64,
     /// Messages on those side branches.
     pub side_branch_messages: u64,
+    /// The project the session worked in, when known.
+    pub project: Option<String>,
+    /// The first instruction the user gave, cut short.
+    pub title: Option<String>,
     /// Source messages the run holds.
     pub source_messages: u64,
     /// When it was first imported.
@@ -428,6 +515,7 @@ pub(crate) fn refine_divergence(
         index,
         run,
         stored: n,
+        first,
     } = rejection
     else {
         return rejection;
@@ -445,6 +533,7 @@ pub(crate) fn refine_divergence(
             index,
             run,
             stored: n,
+            first,
         },
     }
 }
@@ -480,6 +569,7 @@ pub(crate) fn decide(
             index,
             run: run.clone(),
             stored: stored.source_messages,
+            first: None,
         });
     }
     let new = total - stored.source_messages;
@@ -514,6 +604,46 @@ pub(crate) fn decide(
     })
 }
 
+/// A [`ImportRejection::Diverged`] naming the first message that differs: the run's history
+/// is read from its start in chunks, up to that message.
+async fn name_difference(
+    tx: &mut impl RunRows,
+    pk: i64,
+    import: &NewImport,
+    why: ImportRejection,
+) -> Result<ImportRejection, Error> {
+    let ImportRejection::Diverged {
+        index,
+        run,
+        stored,
+        first: None,
+    } = why
+    else {
+        return Ok(why);
+    };
+    const CHUNK: u64 = 256;
+    let mut from = Seq(1);
+    let mut first = None;
+    while from.0 <= stored.min(import.entries().len() as u64) {
+        let to = Seq((from.0 + CHUNK - 1).min(stored));
+        let chunk = tx.entries(pk, from, Some(to), None).await?;
+        if chunk.is_empty() {
+            break;
+        }
+        first = first_difference(import, from, chunk.iter().map(|e| &e.message));
+        if first.is_some() {
+            break;
+        }
+        from = Seq(to.0 + 1);
+    }
+    Ok(ImportRejection::Diverged {
+        index,
+        run,
+        stored,
+        first,
+    })
+}
+
 /// Stores one file's transcripts in one write job (see the module docs).
 pub(crate) async fn store<B: Backend>(
     backend: &B,
@@ -532,6 +662,8 @@ pub(crate) async fn store<B: Backend>(
             ("parent key", o.parent_key.as_ref()),
             ("first_at", o.first_at.as_ref()),
             ("last_at", o.last_at.as_ref()),
+            ("project", o.project.as_ref()),
+            ("title", o.title.as_ref()),
         ]
         .into_iter()
         .chain(o.models.iter().map(|m| ("model", Some(m))))
@@ -672,7 +804,18 @@ async fn extend(
                 n => tx.entries(row.pk, Seq(1), Some(Seq(n)), None).await?,
             };
             if !is_older_copy(import, prefix.iter().map(|e| &e.message)) {
-                return Err(why.into());
+                return Err(match why {
+                    ImportRejection::Diverged {
+                        index, run, stored, ..
+                    } => ImportRejection::Diverged {
+                        first: first_difference(import, Seq(1), prefix.iter().map(|e| &e.message)),
+                        index,
+                        run,
+                        stored,
+                    },
+                    other => other,
+                }
+                .into());
             }
             Decision::UpToDate
         }
@@ -680,11 +823,11 @@ async fn extend(
             // Was only the last imported message still being written?
             let n = Seq(stored.source_messages);
             let last = tx.entries(row.pk, n, Some(n), Some(1)).await?;
-            return Err(match last.first() {
+            let why = match last.first() {
                 Some(entry) => refine_divergence(why, import, stored, &entry.message),
                 None => why,
-            }
-            .into());
+            };
+            return Err(name_difference(tx, row.pk, import, why).await?.into());
         }
     };
     let (from, compactions_from) = match decision {

@@ -349,6 +349,18 @@ pub(crate) fn answer(op: Operation, given: &RequestKey) -> Begin {
     }
 }
 
+/// The prefix of the keys the HTTP gateway keeps its `Idempotency-Key` records under
+/// (`baton.gateway/<operation>/<scope>/<key>`). The public ledger API (`/v1/operations`)
+/// refuses keys that start with it and does not list them, so no key of a tenant can read,
+/// begin, complete or fail a gateway record, and a forged result can never be replayed to a
+/// gateway caller.
+pub const GATEWAY_PREFIX: &str = "baton.gateway/";
+
+/// Whether `key` is in the gateway's namespace ([`GATEWAY_PREFIX`]).
+pub fn is_gateway_key(key: &str) -> bool {
+    key.starts_with(GATEWAY_PREFIX)
+}
+
 /// Checks an idempotency key: 1 to 255 characters, no control characters, not `.` or `..`.
 pub fn check_key(key: &str) -> Result<(), Error> {
     // `.` and `..` are path segments: no HTTP client can name such a key in

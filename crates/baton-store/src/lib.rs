@@ -21,12 +21,15 @@
 //!   the source gained since, never duplicated.
 //! - [`usage`]: each model response's token usage, kept once per response across imports
 //!   ([`UsageStore`], which every `Store` also is).
+//! - [`runs`]: runs listed for people (filtered, sorted, priced, paged by cursor) and runs
+//!   deleted whole.
 //! - [`search`]: recall search's shared half: which text of a message is searchable, how it
 //!   becomes words and index rows, and how a query (with `word*` prefixes) is checked.
 //! - [`backend`]: how a database plugs in (for backend crates only).
 //!
 //! Every call is scoped by tenant: a run of tenant A does not exist for tenant B (not found, not
-//! forbidden). History is append-only: there is no method that updates or deletes a history row.
+//! forbidden). History is append-only: no method updates a history row, and only
+//! [`Store::delete_run`] removes any, with the whole run they belong to.
 //!
 //! ```no_run
 //! # async fn demo(store: &dyn baton_store::Store) -> Result<(), baton_store::Error> {
@@ -55,6 +58,7 @@ pub mod import;
 pub mod keys;
 mod kind;
 pub mod ledger;
+pub mod runs;
 pub mod search;
 pub mod usage;
 
@@ -67,14 +71,15 @@ use baton_core::{
 
 pub use cache::{CacheEntry, CacheStore, CallOutcome, CallRecord, Flight, Lookup, NewCacheEntry};
 pub use import::{
-    CompactionEvent, Digest, ImportRejection, Imported, NewImport, Origin, Reimport, RunCounts,
-    RunOrigin, RunReport, RunUsage, SourceCompaction,
+    CompactionEvent, Difference, Digest, ImportRejection, Imported, NewImport, Origin, Reimport,
+    RunCounts, RunOrigin, RunReport, RunUsage, SourceCompaction,
 };
 pub use keys::{ApiKey, KeyHash, KeyStore, NewApiKey, Revoke};
 pub use kind::ErrorKind;
 pub use ledger::{
     Attempt, AttemptOutcome, Begin, Fenced, LedgerStore, OpStatus, Operation, Publish,
 };
+pub use runs::{Deleted, RunPage, RunQuery, RunSort, RunSummary};
 pub use search::{Found, SearchKind, SearchQuery, SearchRow, search_rows, search_texts};
 pub use usage::{ImportUsage, StoredUsage, UsageQuery, UsageStore};
 
@@ -102,6 +107,21 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + UsageStore + Send + Sync 
 
     /// Lists a tenant's runs, oldest first.
     async fn list_runs(&self, tenant: &TenantId) -> Result<Vec<Run>, Error>;
+
+    /// A page of the tenant's runs as people look for them: each with its project, title,
+    /// agent, models, first and last activity, messages, tokens, usage and cost, filtered,
+    /// sorted and cut as `query` asks (see [`runs`]). A tenant without runs has an empty page.
+    /// Fails with [`Error::InvalidQuery`] for a limit of 0 or a cursor this listing did not
+    /// make (or made for another sort).
+    async fn list_run_summaries(
+        &self,
+        tenant: &TenantId,
+        query: &RunQuery,
+    ) -> Result<RunPage, Error>;
+
+    /// Deletes a run of the tenant whole, from every table, with its subagent runs (see
+    /// [`runs`]), in one transaction. The only way history rows are ever removed.
+    async fn delete_run(&self, tenant: &TenantId, run: &RunId) -> Result<Deleted, Error>;
 
     /// Marks an active run cancelled. Cancelling a cancelled run is a no-op; a completed run
     /// cannot be cancelled.
@@ -273,6 +293,11 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + UsageStore + Send + Sync 
         imports: Vec<NewImport>,
         reimport: Reimport,
     ) -> Result<Vec<Imported>, Error>;
+
+    /// The run an import of `source_key` went to ([`Origin::source_key`]), if the tenant has
+    /// one: how a caller asks whether a source was imported without importing it.
+    async fn source_run(&self, tenant: &TenantId, source_key: &str)
+    -> Result<Option<RunId>, Error>;
 
     /// A run with its origin (for an imported run), its source's compaction events, and
     /// counts over its history, from one snapshot.

@@ -60,6 +60,7 @@ pub use ops::{
 pub use pins::Pins;
 pub use reports::{DuplicatesReport, DuplicatesRow, GrowthReport, GrowthStep};
 pub use runs::{
-    RunCountsView, RunList, RunOriginView, RunReportView, RunView, SourceCompactionView,
+    DeletedRunView, RunCountsView, RunList, RunOriginView, RunReportView, RunSummaryView, RunView,
+    SourceCompactionView,
 };
 pub use summaries::{ClaimKindName, ClaimView, StatusName, SummaryItem, SummaryList, SummaryView};

@@ -1,7 +1,8 @@
-//! Runs: one run, a tenant's runs, and what `runs show` reports about one.
+//! Runs: one run, a page of a tenant's runs, what `runs show` reports about one, and what a
+//! deletion removed.
 
 use baton_core::Run;
-use baton_store::RunReport;
+use baton_store::{Deleted, RunPage, RunReport, RunSummary};
 use serde::Serialize;
 
 /// A run.
@@ -47,19 +48,108 @@ impl From<&Run> for RunView {
     }
 }
 
-/// A tenant's runs.
+/// A page of a tenant's runs, as `runs list` and `GET /v1/runs` give them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunList {
-    /// The tenant's runs, oldest first.
-    pub runs: Vec<RunView>,
+    /// The runs of the page, in the order asked for (oldest first by default on the API).
+    pub runs: Vec<RunSummaryView>,
+    /// Runs the filters select, over every page.
+    pub total: u64,
+    /// Pass it as `cursor` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
 }
 
-impl RunList {
-    /// The list of `runs`, in their order.
-    pub fn of(runs: &[Run]) -> Self {
+impl From<&RunPage> for RunList {
+    fn from(page: &RunPage) -> Self {
         RunList {
-            runs: runs.iter().map(RunView::from).collect(),
+            runs: page.runs.iter().map(RunSummaryView::from).collect(),
+            total: page.total,
+            next_cursor: page.next_cursor.clone(),
+        }
+    }
+}
+
+/// A run as a listing shows it: its own fields, and what people look for it by.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunSummaryView {
+    /// The run's own fields.
+    #[serde(flatten)]
+    pub run: RunView,
+    /// The agent that wrote an imported run (`claude-code`, `codex`, `aider`, …); `null` for a
+    /// run made through baton.
+    pub agent: Option<String>,
+    /// The project the session worked in (the agent's working directory), when known.
+    pub project: Option<String>,
+    /// The first instruction the user gave, on one line and cut to 80 characters; a native
+    /// run's goal.
+    pub title: Option<String>,
+    /// The models that wrote it, in order of first appearance.
+    pub models: Vec<String>,
+    /// The run this one is a subagent of.
+    pub parent_run: Option<String>,
+    /// Its subagent runs.
+    pub subagents: u64,
+    /// Its first activity (RFC 3339): an imported session's first timestamp (`null` when the
+    /// source records none), or when baton stored a native run's first message (when it was
+    /// created, while it has none).
+    pub first_activity: Option<String>,
+    /// Its last activity (RFC 3339), likewise.
+    pub last_activity: Option<String>,
+    /// Messages in its history.
+    pub messages: u64,
+    /// The stored messages' token counts, summed (the history's size).
+    pub tokens: u64,
+    /// The tokens its model responses used (input, output, cache writes and reads), as the
+    /// provider reported them or, for a source that records none, as baton estimates them.
+    pub usage_tokens: u64,
+    /// Whether some of `usage_tokens` and `cost` is baton's estimate.
+    pub usage_estimated: bool,
+    /// The cost of its responses whose model has a price, in US dollars, at the built-in
+    /// prices; `null` when none has.
+    pub cost: Option<f64>,
+}
+
+impl From<&RunSummary> for RunSummaryView {
+    fn from(s: &RunSummary) -> Self {
+        RunSummaryView {
+            run: RunView::from(&s.run),
+            agent: s.agent.clone(),
+            project: s.project.clone(),
+            title: s.title.clone(),
+            models: s.models.clone(),
+            parent_run: s.parent_run.as_ref().map(ToString::to_string),
+            subagents: s.subagents,
+            first_activity: s.first_activity.map(|t| t.to_string()),
+            last_activity: s.last_activity.map(|t| t.to_string()),
+            messages: s.messages,
+            tokens: s.tokens,
+            usage_tokens: s.usage.total(),
+            usage_estimated: s.usage_estimated,
+            cost: s.cost,
+        }
+    }
+}
+
+/// What `runs delete` and `DELETE /v1/runs/{id}` removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DeletedRunView {
+    /// The run deleted.
+    pub deleted: String,
+    /// Its subagent runs, deleted with it (theirs too).
+    pub subagents: Vec<String>,
+    /// Messages removed, over every run deleted.
+    pub messages: u64,
+}
+
+impl From<&Deleted> for DeletedRunView {
+    fn from(d: &Deleted) -> Self {
+        DeletedRunView {
+            deleted: d.run.to_string(),
+            subagents: d.subagents.iter().map(ToString::to_string).collect(),
+            messages: d.messages,
         }
     }
 }

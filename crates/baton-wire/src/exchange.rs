@@ -11,7 +11,7 @@
 use baton_core::Message;
 use serde_json::Value;
 
-use crate::{Error, Format, anthropic, openai};
+use crate::{Error, Format, anthropic, openai, responses};
 
 #[cfg(test)]
 mod tests;
@@ -57,18 +57,41 @@ pub struct RequestBody {
 /// Tokens a call used, as the vendor reported them.
 ///
 /// `input_tokens` counts input billed at the full rate: Anthropic's `input_tokens` as is, and
-/// OpenAI's `prompt_tokens` less `prompt_tokens_details.cached_tokens` (which OpenAI includes in
-/// `prompt_tokens`).
+/// OpenAI's `prompt_tokens` (Responses: `input_tokens`) less
+/// `prompt_tokens_details.cached_tokens` (Responses: `input_tokens_details.cached_tokens`),
+/// which OpenAI includes in the prompt's count. Cache writes are Anthropic's
+/// `cache_creation_input_tokens`, of which `cache_creation.ephemeral_1h_input_tokens` were
+/// written with the 1-hour lifetime (the rest with the 5-minute one). Reasoning tokens
+/// (`completion_tokens_details.reasoning_tokens`, `output_tokens_details.reasoning_tokens`) are
+/// part of `output_tokens`, as the vendors count and bill them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     /// Input tokens billed at the full rate.
     pub input_tokens: u64,
-    /// Output tokens.
+    /// Output tokens, reasoning included.
     pub output_tokens: u64,
     /// Input tokens read from the prompt cache.
     pub cache_read_tokens: u64,
-    /// Input tokens written to the prompt cache (Anthropic only).
+    /// Input tokens written to the prompt cache (Anthropic only), of both lifetimes.
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`, those written with the 1-hour lifetime.
+    pub cache_write_1h_tokens: u64,
+    /// Of `output_tokens`, those the model spent reasoning.
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// The same counts split as baton prices them ([`baton_core::usage::Usage`]).
+    pub fn priced(&self) -> baton_core::usage::Usage {
+        let one_hour = self.cache_write_1h_tokens.min(self.cache_write_tokens);
+        baton_core::usage::Usage {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cache_write_5m: self.cache_write_tokens - one_hour,
+            cache_write_1h: one_hour,
+            cache_read: self.cache_read_tokens,
+        }
+    }
 }
 
 /// A whole reply: the assistant message, why it stopped, what it cost, who answered.
@@ -148,6 +171,8 @@ pub enum Stream {
     Anthropic(anthropic::Stream),
     /// OpenAI Chat Completions chunks.
     OpenAi(openai::Stream),
+    /// OpenAI Responses API events.
+    Responses(responses::Stream),
 }
 
 impl Stream {
@@ -164,6 +189,7 @@ impl Stream {
         match self {
             Stream::Anthropic(stream) => stream.feed(bytes),
             Stream::OpenAi(stream) => stream.feed(bytes),
+            Stream::Responses(stream) => stream.feed(bytes),
         }
     }
 
@@ -172,6 +198,7 @@ impl Stream {
         match self {
             Stream::Anthropic(stream) => stream.is_done(),
             Stream::OpenAi(stream) => stream.is_done(),
+            Stream::Responses(stream) => stream.is_done(),
         }
     }
 
@@ -180,6 +207,7 @@ impl Stream {
         match self {
             Stream::Anthropic(stream) => stream.finish(),
             Stream::OpenAi(stream) => stream.finish(),
+            Stream::Responses(stream) => stream.finish(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`anthropic`] reads and writes the Anthropic Messages shape.
 //! - [`openai`] reads and writes the OpenAI Chat Completions shape.
+//! - [`responses`] reads and writes the OpenAI Responses API's requests, responses and events.
 //! - [`parse_message`] reads one message of either shape, telling them apart by their markers
 //!   (see [`detect`]).
 //! - [`Error`] says what was wrong with a message and where, such as
@@ -59,6 +60,7 @@ mod error;
 mod exchange;
 mod json;
 pub mod openai;
+pub mod responses;
 pub mod sse;
 
 pub use error::Error;

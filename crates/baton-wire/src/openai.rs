@@ -93,7 +93,7 @@ pub mod response;
 pub mod stream;
 
 pub use request::{check_messages, parse_request, render_request};
-pub use response::{parse_error, parse_response, render_error, render_response};
+pub use response::{parse_embeddings, parse_error, parse_response, render_error, render_response};
 pub use stream::{Stream, render_stream};
 
 #[cfg(test)]

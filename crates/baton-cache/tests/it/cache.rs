@@ -332,8 +332,11 @@ async fn another_tenants_identical_request_neither_reads_nor_shares_the_entry() 
             Ok::<_, std::io::Error>(Answer {
                 value: 1,
                 model: "m".into(),
-                input_tokens: 1,
-                output_tokens: 1,
+                usage: baton_core::usage::Usage {
+                    input: 1,
+                    output: 1,
+                    ..Default::default()
+                },
                 storable: true,
             })
         })
@@ -364,8 +367,11 @@ async fn bad_inputs_are_named_errors() {
         Ok::<_, std::io::Error>(Answer {
             value: 1,
             model: "m".into(),
-            input_tokens: 1,
-            output_tokens: 1,
+            usage: baton_core::usage::Usage {
+                input: 1,
+                output: 1,
+                ..Default::default()
+            },
             storable: true,
         })
     };
@@ -479,8 +485,7 @@ async fn a_background_log_writes_every_call_by_the_time_it_is_flushed() {
                     Ok::<_, std::io::Error>(Answer {
                         value: "a".to_owned(),
                         model: "m".into(),
-                        input_tokens: 3,
-                        output_tokens: 1,
+                        usage: baton_core::usage::Usage { input: 3, output: 1, ..Default::default() },
                         storable: true,
                     })
                 })

@@ -371,6 +371,36 @@ fn an_edited_source_is_refused_naming_as_new_which_imports_it_as_a_new_run() {
             "{}",
             refused.stderr
         );
+        // It names the first message that differs, with both sides (issue 17, item 1).
+        let stderr = &refused.stderr;
+        let named = stderr.find("message ").and_then(|at| {
+            let rest = &stderr[at + "message ".len()..];
+            rest.split_once(" differs (stored: ")
+                .and_then(|(seq, _)| seq.parse::<u64>().ok())
+        });
+        let seq = named.unwrap_or_else(|| panic!("no message named: {stderr}"));
+        assert!(
+            stderr.contains("doesnt seem to start")
+                && stderr.contains("source now: \"")
+                && stderr.contains("does start"),
+            "{stderr}"
+        );
+        let stored = sb
+            .run(&[
+                "--json",
+                "history",
+                &run,
+                "--from",
+                &seq.to_string(),
+                "--to",
+                &seq.to_string(),
+            ])
+            .ok();
+        assert!(
+            stored.stdout.contains("doesnt seem to start"),
+            "{}",
+            stored.stdout
+        );
         // Nothing changed: the run, its history, the usage.
         let history = sb.run(&["--json", "history", &run]).ok().json();
         assert!(history.to_string().contains("doesnt seem to start"));

@@ -19,7 +19,7 @@ fn a_short_campaign_finds_no_panic_no_500_and_no_hang() {
     let outcomes = campaign.run(|_| {}).unwrap();
     assert_eq!(
         outcomes.len(),
-        TARGETS.len() + 12,
+        TARGETS.len() + 15,
         "every target and route ran"
     );
     for o in &outcomes {

@@ -4,6 +4,7 @@
 mod aider;
 mod claude_code;
 mod codex;
+pub mod history;
 mod messages;
 mod openhands;
 mod swe_agent;
@@ -45,6 +46,7 @@ pub fn sniff(format: Format, bytes: &[u8]) -> bool {
         Format::OpenAi => messages::sniff_openai(bytes),
         Format::Anthropic => messages::sniff_anthropic(bytes),
         Format::Aider => aider::sniff(bytes),
+        Format::ClaudeCodeHistory => history::sniff(bytes),
     }
 }
 
@@ -58,6 +60,7 @@ pub fn parse(format: Format, bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         Format::ClaudeCode => return claude_code::parse(bytes),
         Format::Codex => return codex::parse(bytes),
         Format::Aider => return aider::parse(bytes),
+        Format::ClaudeCodeHistory => return history::parse(bytes),
         Format::OpenHands => openhands::parse(bytes)?,
         Format::SweAgent => swe_agent::parse(bytes)?,
         Format::OpenAi => messages::parse(bytes, Format::OpenAi)?,

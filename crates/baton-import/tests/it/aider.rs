@@ -154,3 +154,25 @@ fn every_corpus_file_reads_with_the_expected_counts() {
         }
     }
 }
+
+/// A key cut in half by the title's 80 characters is still redacted from the title: the title
+/// is made again from its redacted line (issue 17, item 6).
+#[test]
+fn a_key_cut_by_the_title_is_redacted_from_it() {
+    let prefix = "please deploy with this key, the staging one from the vault, ok?"; // 64 chars
+    let key = "sk-ant-api03-abcdefghij0123456789XYZ";
+    let text = format!(
+        "# aider chat started at 2024-08-05 19:33:02\n\n#### {prefix} now {key} thanks\n\nDone.\n"
+    );
+    let mut ts = baton_import::parse(Format::Aider, text.as_bytes()).unwrap();
+    let title = ts[0].title.clone().unwrap();
+    assert!(
+        title.contains("sk-ant-a") && !title.contains(key),
+        "{title}"
+    );
+    let (_, redacted) = ts[0].to_import("/x.md", None, &baton_core::tokens::ByteEstimate);
+    assert_eq!(redacted, 1, "the key is counted once, in its message");
+    let title = ts[0].title.clone().unwrap();
+    assert!(!title.contains("sk-ant"), "{title}");
+    assert!(title.starts_with(prefix), "{title}");
+}

@@ -10,6 +10,7 @@
 mod aider;
 mod claude_code;
 mod codex;
+mod history;
 mod live;
 mod messages;
 mod openhands;

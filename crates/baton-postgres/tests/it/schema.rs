@@ -310,3 +310,132 @@ async fn a_callers_options_parameter_is_kept_beside_the_search_path() {
         Some(schema.name.as_str())
     );
 }
+
+// issue 17, item 6: a schema imported before version 11 gets projects and titles.
+#[tokio::test]
+async fn a_version_10_schema_gets_projects_and_titles_and_can_delete_runs() {
+    use baton_core::RunId;
+    use baton_store::conformance::found;
+    let schema = TempSchema::new();
+    let raw = schema.raw().await;
+    let t = TenantId::default_tenant();
+    let migrations = [
+        include_str!("../../migrations/0001_init.sql"),
+        include_str!("../../migrations/0002_search.sql"),
+        include_str!("../../migrations/0003_import.sql"),
+        include_str!("../../migrations/0004_compaction.sql"),
+        include_str!("../../migrations/0005_agent.sql"),
+        include_str!("../../migrations/0006_cache.sql"),
+        include_str!("../../migrations/0007_ledger.sql"),
+        include_str!("../../migrations/0008_api_keys.sql"),
+        include_str!("../../migrations/0009_ledger_by_key.sql"),
+        include_str!("../../migrations/0010_usage.sql"),
+    ];
+    raw.batch_execute(&format!(
+        "CREATE SCHEMA \"{0}\"; SET search_path = \"{0}\";
+         CREATE TABLE baton_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL);
+         INSERT INTO baton_schema SELECT v, 0 FROM generate_series(1, 10) v;
+         {1}",
+        schema.name,
+        migrations.join("\n")
+    ))
+    .await
+    .unwrap();
+    raw.execute(
+        "INSERT INTO tenants (id, created_at) VALUES ($1, 0)",
+        &[&t.as_str()],
+    )
+    .await
+    .unwrap();
+    let json = |m: Message| serde_json::to_string(&m).unwrap();
+    let runs: [(i64, Vec<String>); 2] = [
+        (
+            1,
+            vec![
+                // A NUL (kept escaped in JSON) that jsonb cannot hold: passed over.
+                json(Message::text(Role::User, "a\u{0}b")),
+                json(Message::text(
+                    Role::User,
+                    "<command-name>/init</command-name>",
+                )),
+                json(Message::text(
+                    Role::User,
+                    "\n  Fix the flaky parser test  \nthen twice",
+                )),
+            ],
+        ),
+        (
+            2,
+            vec![json(Message::text(
+                Role::User,
+                "Refactor the token counter so that it never allocates on the hot path and keeps the same counts",
+            ))],
+        ),
+    ];
+    for (pk, messages) in &runs {
+        let n = messages.len() as i64;
+        raw.execute(
+            "INSERT INTO runs (pk, tenant_id, id, status, last_seq, created_at)
+             VALUES ($1, $2, $3, 'active', $4, 0)",
+            &[pk, &t.as_str(), &format!("run-{pk}"), &n],
+        )
+        .await
+        .unwrap();
+        for (i, m) in messages.iter().enumerate() {
+            raw.execute(
+                "INSERT INTO history (run_pk, seq, tokens, created_at, message) VALUES ($1, $2, 5, 0, $3)",
+                &[pk, &(i as i64 + 1), m],
+            )
+            .await
+            .unwrap();
+        }
+        raw.execute(
+            "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, models,
+                 first_at, last_at, redactions, skipped_lines, side_branches,
+                 side_branch_messages, source_messages, source_digest, imported_at, updated_at)
+             VALUES ($1, $2, $3, '/logs/x.jsonl', 'claude-code', '[]',
+                 '2026-01-01T10:00:00Z', '2026-01-01T11:00:00Z', 0, 0, 0, 0, $4, $5, 0, 0)",
+            &[pk, &t.as_str(), &format!("key-{pk}"), &n, &"0".repeat(64)],
+        )
+        .await
+        .unwrap();
+    }
+    raw.execute(
+        "INSERT INTO usage_records (tenant_id, id, run_pk, session, project, agent, at, input,
+             output, cache_write_5m, cache_write_1h, cache_read, estimated)
+         VALUES ($1, 'r1', 1, 's', '/home/me/code/parser', 'claude-code', 5, 1, 1, 0, 0, 0, false)",
+        &[&t.as_str()],
+    )
+    .await
+    .unwrap();
+    let store = schema.store().await;
+    let (one, two) = (RunId::new("run-1").unwrap(), RunId::new("run-2").unwrap());
+    let o1 = store.run_report(&t, &one).await.unwrap().origin.unwrap();
+    assert_eq!(o1.project.as_deref(), Some("/home/me/code/parser"));
+    assert_eq!(o1.title.as_deref(), Some("Fix the flaky parser test"));
+    let o2 = store.run_report(&t, &two).await.unwrap().origin.unwrap();
+    assert_eq!(o2.project, None);
+    assert_eq!(
+        o2.title.as_deref(),
+        Some("Refactor the token counter so that it never allocates on the hot path and keeps…")
+    );
+    assert_eq!(found(&store, &t, &two, "token counter", None).await, [1]);
+    store.delete_run(&t, &two).await.unwrap();
+    let left: i64 = raw
+        .query_one(
+            &format!("SELECT COUNT(*) FROM \"{}\".history_search", schema.name),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    let err = raw
+        .batch_execute(&format!("DELETE FROM \"{}\".history", schema.name))
+        .await
+        .unwrap_err();
+    assert!(
+        err.as_db_error().unwrap().message().contains("append-only"),
+        "{err}"
+    );
+}

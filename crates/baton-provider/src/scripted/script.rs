@@ -179,6 +179,37 @@ pub struct Reply {
     /// Wait this long before answering.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delay_ms: u64,
+    /// Keep a streamed reply's body open this long after its final event, as real servers
+    /// sometimes do before they close it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub close_delay_ms: u64,
+    /// The prompt-cache and reasoning tokens the reply's usage reports (beside the input and
+    /// output counts the server estimates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ScriptUsage>,
+}
+
+/// Prompt-cache and reasoning tokens a scripted reply reports, each in the vendor's own field:
+/// Anthropic's `cache_read_input_tokens`, `cache_creation_input_tokens` and
+/// `cache_creation.ephemeral_5m_input_tokens`/`ephemeral_1h_input_tokens`; OpenAI's
+/// `prompt_tokens_details.cached_tokens` (Responses: `input_tokens_details.cached_tokens`)
+/// and `completion_tokens_details.reasoning_tokens` (`output_tokens_details`), counted into
+/// the prompt and completion totals as OpenAI counts them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptUsage {
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache for 5 minutes.
+    #[serde(default)]
+    pub cache_write_5m: u64,
+    /// Input tokens written to the prompt cache for an hour.
+    #[serde(default)]
+    pub cache_write_1h: u64,
+    /// Output tokens spent reasoning (added to the output count).
+    #[serde(default)]
+    pub reasoning: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -30,7 +30,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_core::key::{RequestKey, canonical_json};
 use baton_core::{TenantId, Timestamp};
-use baton_store::ledger::{DEFAULT_RETENTION, check_key};
+use baton_store::ledger::{DEFAULT_RETENTION, GATEWAY_PREFIX, check_key, is_gateway_key};
 use baton_store::{Begin, Fenced, OpStatus, Operation, Publish};
 use baton_view::{
     Begun, BegunOutcome, OperationDetail, OperationList, OperationStatus, OperationView,
@@ -173,7 +173,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         })?;
         let key = unquote(text.trim());
         // A header that does not hold a key is an unreadable request (400), as a missing one is.
-        check_key(&key).map_err(|e| Problem::bad_request(e.to_string()))?;
+        public_key(&key)?;
         Ok(IdempotencyKey(key))
     }
 }
@@ -230,8 +230,21 @@ fn duration(
 
 /// A key from the path (already percent-decoded), checked.
 fn path_key(key: &str) -> Result<&str, Problem> {
-    check_key(key).map_err(|e| Problem::bad_request(e.to_string()))?;
+    public_key(key)?;
     Ok(key)
+}
+
+/// Checks a key the public ledger API may name: a valid key outside the gateway's namespace
+/// (its records answer only the gateway, so no key of the tenant can forge one).
+fn public_key(key: &str) -> Result<(), Problem> {
+    check_key(key).map_err(|e| Problem::bad_request(e.to_string()))?;
+    if is_gateway_key(key) {
+        return Err(Problem::bad_request(format!(
+            "idempotency key {:?}: keys starting with {GATEWAY_PREFIX:?} are reserved for the gateway",
+            key.chars().take(64).collect::<String>()
+        )));
+    }
+    Ok(())
 }
 
 /// A fence, checked against what a store can hold.
@@ -443,10 +456,12 @@ async fn list_operations(
     State(state): State<Arc<AppState>>,
     ApiQuery(query): ApiQuery<OperationsQuery>,
 ) -> Result<ApiJson<OperationList>, Problem> {
-    let ops = state
+    let mut ops = state
         .store
         .operations(&caller.tenant, query.status.map(OpStatus::from))
         .await?;
+    // The gateway's records are not the tenant's operations.
+    ops.retain(|op| !is_gateway_key(&op.key));
     Ok(ApiJson(OperationList::of(&caller.tenant, &ops)))
 }
 

@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_cache::{Answered, CallError};
 use baton_core::Timestamp;
-use baton_store::ledger::{Begin, DEFAULT_RETENTION, Fenced, Publish, check_key};
+use baton_store::ledger::{Begin, DEFAULT_RETENTION, Fenced, GATEWAY_PREFIX, Publish, check_key};
 use serde_json::{Value, json};
 
 use super::upstream::Recorded;
@@ -47,11 +47,17 @@ fn owner() -> &'static str {
 impl Idempotency {
     /// Begins `call` under the caller's idempotency key `key`.
     pub(crate) async fn begin(call: &Call, key: &str) -> Result<Begun, Problem> {
-        let ledger_key = format!("gateway:{}:{key}", call.operation);
-        if key.is_empty() || check_key(&ledger_key).is_err() {
-            return Err(Problem::bad_request(
-                "Idempotency-Key: expected 1 to 200 visible characters",
-            ));
+        // In the gateway's own namespace, which `/v1/operations` cannot reach, and per scope:
+        // the tenant, or in the shared gateway tenant the caller's credential (a hash of it).
+        let ledger_key = format!("{GATEWAY_PREFIX}{}/{}/{key}", call.operation, call.scope);
+        if key.is_empty()
+            || key.len() > super::MAX_IDEMPOTENCY_KEY
+            || check_key(&ledger_key).is_err()
+        {
+            return Err(Problem::bad_request(format!(
+                "Idempotency-Key: expected 1 to {} visible characters",
+                super::MAX_IDEMPOTENCY_KEY
+            )));
         }
         let hash = call
             .cache

@@ -1,10 +1,14 @@
 //! The upstream call: forward the body, read the answer whole (JSON) or stream it through to
 //! the leader's caller while accumulating it (server-sent events), and say what may be cached.
+//!
+//! A stream is complete when its final event has been read (`message_stop`, `[DONE]`,
+//! `response.completed`): the call ends there, whether or not the upstream has closed its body
+//! yet, and the chunk that held the final event waits in [`Held`] until the answer is stored.
 
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use baton_cache::Answer;
 use baton_wire::Format;
 use serde::{Deserialize, Serialize};
@@ -12,28 +16,47 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 
-use super::Call;
+use super::{Call, Endpoint, relay};
 use crate::problem::Problem;
 
-/// A stream's leader going live: the head, and the upstream's chunks as they come.
+/// A stream's leader going live: the head (with the upstream's relayed headers), and the
+/// upstream's chunks as they come.
 ///
-/// The sending half ends up in the call's [`Held`] when the stream ends, so the caller's body
-/// ends only once the call has stored its answer: a caller that repeats a request right after
-/// its stream ended gets a hit.
+/// The sending half ends up in the call's [`Held`] when the stream ends, with the chunk that
+/// held the final event, so the caller sees the end of the stream only once the call has
+/// stored its answer: a caller that repeats a request right after its stream ended gets a hit.
 pub(crate) struct Live {
     pub(crate) status: StatusCode,
     pub(crate) content_type: HeaderValue,
+    pub(crate) headers: HeaderMap,
     pub(crate) chunks: mpsc::Receiver<Bytes>,
 }
 
-/// Where a stream's sending half waits until the call is done.
-pub(crate) type Held = std::sync::Mutex<Option<mpsc::Sender<Bytes>>>;
+/// Where a stream's sending half and its withheld last chunk wait until the call is done.
+pub(crate) type Held = std::sync::Mutex<Option<(mpsc::Sender<Bytes>, Bytes)>>;
+
+/// Sends a stream's withheld last chunk to its caller and ends its body.
+pub(crate) async fn release(held: &Held) {
+    let taken = held
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some((tx, tail)) = taken
+        && !tail.is_empty()
+    {
+        let _ = tx.send(tail).await;
+    }
+}
 
 /// What the cache keeps of a successful, complete upstream response.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Recorded {
     status: u16,
     content_type: String,
+    /// The upstream's headers relayed to the caller (entries stored before they were kept have
+    /// none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    headers: Vec<(String, String)>,
     body: Payload,
 }
 
@@ -47,13 +70,22 @@ enum Payload {
 }
 
 impl Recorded {
-    /// The status, the content type and the body bytes.
-    pub(crate) fn into_parts(self) -> (u16, String, Bytes) {
+    /// The status, the content type, the upstream's relayed headers and the body bytes.
+    pub(crate) fn into_parts(self) -> (u16, String, HeaderMap, Bytes) {
         let body = match self.body {
             Payload::Json(raw) => Bytes::from(String::from(Box::<str>::from(raw))),
             Payload::Sse(text) => Bytes::from(text),
         };
-        (self.status, self.content_type, body)
+        let mut headers = HeaderMap::with_capacity(self.headers.len());
+        for (name, value) in &self.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        (self.status, self.content_type, headers, body)
     }
 
     /// The status.
@@ -78,12 +110,12 @@ impl Recorded {
 /// Why the upstream call gave nothing to cache.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum UpstreamError {
-    /// The upstream's own error (or a 2xx carrying an error body): passed on as it came.
+    /// The upstream's own error (or a 2xx carrying an error body): passed on as it came, with
+    /// its relayed headers (content type, `retry-after`, `x-should-retry`, rate limits…).
     #[error("the upstream answered HTTP {status}")]
     Status {
         status: StatusCode,
-        content_type: Option<HeaderValue>,
-        retry_after: Option<HeaderValue>,
+        headers: Box<HeaderMap>,
         body: Bytes,
     },
     #[error("the upstream did not answer within {0:?} (`baton serve --upstream-timeout`)")]
@@ -137,7 +169,7 @@ impl UpstreamError {
         }
     }
 
-    fn from_transport(err: &reqwest::Error, limit: Duration, what: &str) -> Self {
+    pub(crate) fn from_transport(err: &reqwest::Error, limit: Duration, what: &str) -> Self {
         if err.is_timeout() {
             return UpstreamError::Timeout(limit);
         }
@@ -192,13 +224,12 @@ pub(crate) async fn fetch(
     };
     let status = response.status();
     let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    let relayed = relay::returned(response.headers());
     if !status.is_success() {
-        let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
         let body = read_all(response, limit).await?;
         return Err(UpstreamError::Status {
             status,
-            content_type,
-            retry_after,
+            headers: Box::new(relayed),
             body,
         });
     }
@@ -211,25 +242,35 @@ pub(crate) async fn fetch(
     if mime == "text/event-stream" {
         let content_type =
             content_type.unwrap_or_else(|| HeaderValue::from_static("text/event-stream"));
-        return stream(call, response, status, content_type, live, held).await;
+        let Some(reader) = call.endpoint.stream() else {
+            return Err(UpstreamError::Malformed(
+                "an event stream from an endpoint that answers JSON".to_owned(),
+            ));
+        };
+        return stream(
+            call,
+            response,
+            status,
+            content_type,
+            relayed,
+            reader,
+            live,
+            held,
+        )
+        .await;
     }
     // Not a stream: the caller learns it when `live` is dropped, and waits for the answer.
     drop(live);
     let body = read_all(response, limit).await?;
     let raw: Box<RawValue> = serde_json::from_slice(&body)
         .map_err(|e| UpstreamError::Malformed(format!("a {status} body that is not JSON ({e})")))?;
-    let (model, input_tokens, output_tokens) = match call.format.parse_response(&body) {
-        Ok(reply) => (
-            reply.model,
-            reply.usage.input_tokens,
-            reply.usage.output_tokens,
-        ),
+    let (model, usage, storable) = match call.endpoint.read_answer(&body) {
+        Ok(read) => read,
         Err(baton_wire::Error::Api { .. }) => {
             // An error in a 2xx body: passed on, never cached.
             return Err(UpstreamError::Status {
                 status,
-                content_type,
-                retry_after: None,
+                headers: Box::new(relayed),
                 body,
             });
         }
@@ -237,7 +278,7 @@ pub(crate) async fn fetch(
             // A reply baton's reader does not know every part of: still the upstream's
             // answer, served and cached as it came; only its usage is unknown.
             tracing::debug!(error = %e, "the upstream's reply was not read for its usage");
-            (String::new(), 0, 0)
+            (String::new(), baton_wire::Usage::default(), true)
         }
     };
     Ok(Answer {
@@ -248,6 +289,7 @@ pub(crate) async fn fetch(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("application/json")
                 .to_owned(),
+            headers: header_pairs(&relayed),
             body: Payload::Json(raw),
         },
         model: if model.is_empty() {
@@ -255,10 +297,18 @@ pub(crate) async fn fetch(
         } else {
             model
         },
-        input_tokens,
-        output_tokens,
-        storable: true,
+        usage: usage.priced(),
+        storable,
     })
+}
+
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
 }
 
 async fn read_all(
@@ -282,20 +332,25 @@ async fn read_all(
 }
 
 /// Streams an event-stream answer through to the leader's caller and accumulates it; the
-/// whole stream is the answer only when it ended properly.
+/// whole stream is the answer only when it ended properly. The chunk holding the final event
+/// is not sent: it waits in `held` with the sending half (see [`release`]).
+#[allow(clippy::too_many_arguments)]
 async fn stream(
     call: &Call,
     mut response: reqwest::Response,
     status: StatusCode,
     content_type: HeaderValue,
+    relayed: HeaderMap,
+    mut reader: baton_wire::Stream,
     mut live: Option<oneshot::Sender<Live>>,
     held: &Held,
 ) -> Result<Answer<Recorded>, UpstreamError> {
     let limit = call.state.config.upstream_timeout;
     let mut text: Vec<u8> = Vec::new();
-    let mut reader = baton_wire::Stream::new(call.format);
     let mut unreadable: Option<baton_wire::Error> = None;
     let mut sink: Option<mpsc::Sender<Bytes>> = None;
+    // Where the withheld last chunk starts.
+    let mut tail = None;
     let ended = loop {
         let chunk = match timeout(limit, response.chunk()).await {
             Err(_) => break Err(UpstreamError::Timeout(limit)),
@@ -310,31 +365,45 @@ async fn stream(
         {
             unreadable = Some(e);
         }
-        if live.is_some() && unreadable.is_none() && has_event(&text) {
+        let done = unreadable.is_none() && reader.is_done();
+        let send_to = if done { from } else { text.len() };
+        if live.is_some() && unreadable.is_none() && (done || has_event(&text)) {
             // The first whole event read well: go live with everything so far.
             if let Some(live) = live.take() {
                 let (tx, rx) = mpsc::channel(64);
                 let head = Live {
                     status,
                     content_type: content_type.clone(),
+                    headers: relayed.clone(),
                     chunks: rx,
                 };
-                if live.send(head).is_ok() && tx.send(Bytes::copy_from_slice(&text)).await.is_ok() {
+                if live.send(head).is_ok()
+                    && (send_to == 0
+                        || tx
+                            .send(Bytes::copy_from_slice(&text[..send_to]))
+                            .await
+                            .is_ok())
+                {
                     sink = Some(tx);
                 }
             }
-            continue;
+        } else if send_to > from {
+            let gone = match &sink {
+                Some(tx) => tx
+                    .send(Bytes::copy_from_slice(&text[from..send_to]))
+                    .await
+                    .is_err(),
+                None => false,
+            };
+            if gone {
+                // The caller hung up: the stream is still read, for the cache and the followers.
+                sink = None;
+            }
         }
-        let gone = match &sink {
-            Some(tx) => tx
-                .send(Bytes::copy_from_slice(&text[from..]))
-                .await
-                .is_err(),
-            None => false,
-        };
-        if gone {
-            // The caller hung up: the stream is still read, for the cache and the followers.
-            sink = None;
+        if done {
+            // Complete: the upstream's closing of its body is not waited for.
+            tail = Some(from);
+            break Ok(());
         }
     };
     let finished = ended.and_then(|()| {
@@ -356,13 +425,21 @@ async fn stream(
             {
                 // The head is sent: the caller learns of the failure from the vendor's own
                 // error event (the upstream already sent one for `Api`).
-                let _ = tx.send(error_event(call.format, &err)).await;
+                let _ = tx.send(error_event(call.endpoint, &err)).await;
             }
-            hold(held, sink);
+            hold(held, sink, Bytes::new());
             return Err(err);
         }
     };
-    hold(held, sink);
+    let last = tail.map_or_else(Bytes::new, |from| Bytes::copy_from_slice(&text[from..]));
+    hold(held, sink, last);
+    let storable = match call.endpoint {
+        // A streamed Responses answer that ends `incomplete` is final too.
+        Endpoint::Responses => {
+            reply.stop_reason == "completed" || reply.stop_reason.starts_with("incomplete")
+        }
+        _ => true,
+    };
     let text = String::from_utf8(text)
         .map_err(|_| UpstreamError::Malformed("the event stream is not UTF-8".to_owned()))?;
     Ok(Answer {
@@ -372,6 +449,7 @@ async fn stream(
                 .to_str()
                 .unwrap_or("text/event-stream")
                 .to_owned(),
+            headers: header_pairs(&relayed),
             body: Payload::Sse(text),
         },
         model: if reply.model.is_empty() {
@@ -379,16 +457,15 @@ async fn stream(
         } else {
             reply.model
         },
-        input_tokens: reply.usage.input_tokens,
-        output_tokens: reply.usage.output_tokens,
-        storable: true,
+        usage: reply.usage.priced(),
+        storable,
     })
 }
 
-fn hold(held: &Held, sink: Option<mpsc::Sender<Bytes>>) {
+fn hold(held: &Held, sink: Option<mpsc::Sender<Bytes>>, tail: Bytes) {
     *held
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = sink;
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = sink.map(|tx| (tx, tail));
 }
 
 /// Whether `text` holds a whole event (a blank line ends one).
@@ -398,11 +475,24 @@ fn has_event(text: &[u8]) -> bool {
 }
 
 /// The vendor's own error event for a stream the gateway has to end.
-fn error_event(format: Format, err: &UpstreamError) -> Bytes {
-    let data = format.render_error(502, &err.to_string(), None).to_string();
-    let event = match format {
-        Format::Anthropic => baton_wire::sse::render(Some("error"), &data),
-        Format::OpenAi => baton_wire::sse::render(None, &data),
+fn error_event(endpoint: Endpoint, err: &UpstreamError) -> Bytes {
+    let message = format!("baton: {err}");
+    let event = match endpoint {
+        Endpoint::Messages => {
+            let data = Format::Anthropic
+                .render_error(502, &message, None)
+                .to_string();
+            baton_wire::sse::render(Some("error"), &data)
+        }
+        Endpoint::Responses => {
+            let data = serde_json::json!({"type": "error", "code": "server_error",
+                                          "message": message, "param": null});
+            baton_wire::sse::render(Some("error"), &data.to_string())
+        }
+        Endpoint::Chat | Endpoint::Embeddings => {
+            let data = Format::OpenAi.render_error(502, &message, None).to_string();
+            baton_wire::sse::render(None, &data)
+        }
     };
     Bytes::from(event)
 }

@@ -153,8 +153,11 @@ async fn seed(server: &TestServer) {
             Ok::<_, std::io::Error>(baton_cache::Answer {
                 value: json!({"choices": []}),
                 model: "gpt-4o-mini".to_owned(),
-                input_tokens: 1,
-                output_tokens: 1,
+                usage: baton_core::usage::Usage {
+                    input: 1,
+                    output: 1,
+                    ..Default::default()
+                },
                 storable: true,
             })
         })

@@ -15,7 +15,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use crate::on_both_backends;
-use crate::support::{Backend, TestServer, assert_problem};
+use crate::support::{Backend, TestServer};
 
 /// The provider credential callers send; it must never be kept by baton.
 const PROVIDER_KEY: &str = "sk-provider-SECRET-0123456789abcdef";
@@ -94,7 +94,7 @@ pub async fn call(server: &TestServer, path: &str, body: &Value, extra: &[(&str,
         .header("x-baton-key", &server.key)
         .body(body.to_string());
     request = match path {
-        "/v1/messages" => request
+        p if p.starts_with("/v1/messages") => request
             .header("x-api-key", PROVIDER_KEY)
             .header("anthropic-version", "2023-06-01"),
         _ => request.bearer_auth(PROVIDER_KEY),
@@ -108,6 +108,49 @@ pub async fn call(server: &TestServer, path: &str, body: &Value, extra: &[(&str,
         headers: response.headers().clone(),
         body: response.bytes().await.unwrap(),
     }
+}
+
+/// Sends, returning what came back.
+pub async fn send(request: reqwest::RequestBuilder) -> Got {
+    let response = request.send().await.unwrap();
+    Got {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.bytes().await.unwrap(),
+    }
+}
+
+/// Asserts `got` is an error baton raised itself, of `kind` with `status`, in the error shape
+/// of the vendor `path` belongs to, its message naming what was wrong.
+#[track_caller]
+pub fn assert_vendor_error(got: &Got, path: &str, status: u16, kind: &str) {
+    assert_eq!(got.status, status, "{}", got.text());
+    assert_eq!(got.headers["x-baton-error"], kind, "{}", got.text());
+    assert!(got.headers.contains_key("x-baton-request-id"));
+    assert!(
+        got.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let body = got.json();
+    let message = match path {
+        "/v1/messages" | "/v1/messages/count_tokens" => {
+            assert_eq!(body["type"], "error", "{body}");
+            assert!(body["error"]["type"].is_string(), "{body}");
+            body["error"]["message"].clone()
+        }
+        _ => {
+            assert_eq!(body["error"]["code"], kind, "{body}");
+            assert!(body["error"]["type"].is_string(), "{body}");
+            body["error"]["message"].clone()
+        }
+    };
+    let message = message.as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("baton: ") && message.len() > 20,
+        "{body}"
+    );
 }
 
 async fn metrics(server: &TestServer) -> String {
@@ -374,10 +417,7 @@ async fn idempotency_keys_replay_refuse_and_conflict(backend: Backend) {
     // The same key with another body: 422.
     let other = call(&server, path, &openai_body("charge it twice"), &key).await;
     assert_eq!(other.status, 422, "{}", other.text());
-    assert_eq!(
-        other.json()["type"],
-        "urn:baton:problem:idempotency-key-reused"
-    );
+    assert_vendor_error(&other, path, 422, "idempotency-key-reused");
     assert_eq!(up.requests().len(), 1);
 
     // The same key while the first is still running: 409.
@@ -392,10 +432,7 @@ async fn idempotency_keys_replay_refuse_and_conflict(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(250)).await;
     let clash = call(&server, path, &slow, &[("idempotency-key", "order-43")]).await;
     assert_eq!(clash.status, 409, "{}", clash.text());
-    assert_eq!(
-        clash.json()["type"],
-        "urn:baton:problem:idempotency-in-progress"
-    );
+    assert_vendor_error(&clash, path, 409, "idempotency-in-progress");
     let done = running.await.unwrap();
     assert_eq!(done.status, 200, "{}", done.text());
     assert_eq!(up.requests().len(), 2);
@@ -573,7 +610,7 @@ async fn a_hanging_upstream_is_a_504_and_garbage_a_502() {
     .await;
     let hung = call(&server, "/v1/chat/completions", &openai_body("hang"), &[]).await;
     assert_eq!(hung.status, 504, "{}", hung.text());
-    assert_problem(&(hung.status, hung.json()), 504, "upstream-timeout");
+    assert_vendor_error(&hung, "/v1/chat/completions", 504, "upstream-timeout");
 
     let garbage = call(
         &server,
@@ -582,9 +619,9 @@ async fn a_hanging_upstream_is_a_504_and_garbage_a_502() {
         &[],
     )
     .await;
-    assert_problem(&(garbage.status, garbage.json()), 502, "upstream-malformed");
+    assert_vendor_error(&garbage, "/v1/chat/completions", 502, "upstream-malformed");
     let half = call(&server, "/v1/messages", &anthropic_body("half", false), &[]).await;
-    assert_problem(&(half.status, half.json()), 502, "upstream-malformed");
+    assert_vendor_error(&half, "/v1/messages", 502, "upstream-malformed");
 
     // A stream that breaks off: its leader has its head already, and gets the vendor's error
     // event last; nothing is cached, so the next identical call goes upstream again.
@@ -629,18 +666,23 @@ async fn tenants_credentials_and_bad_requests() {
         .header("content-type", "application/json")
         .bearer_auth(PROVIDER_KEY)
         .body(openai_body("hi").to_string());
-    let got = crate::support::send(anonymous).await;
-    assert_problem(&got, 401, "unauthorized");
+    let got = send(anonymous).await;
+    assert_vendor_error(&got, "/v1/chat/completions", 401, "unauthorized");
     let bad_key = server
         .client
         .post(server.url("/v1/chat/completions"))
         .header("content-type", "application/json")
         .header("x-baton-key", "bk_nope_nope")
         .body(openai_body("hi").to_string());
-    assert_problem(&crate::support::send(bad_key).await, 401, "unauthorized");
+    assert_vendor_error(
+        &send(bad_key).await,
+        "/v1/chat/completions",
+        401,
+        "unauthorized",
+    );
     // Bad bodies.
     let raw = |ct: &'static str, body: &'static str| {
-        crate::support::send(
+        send(
             server
                 .client
                 .post(server.url("/v1/chat/completions"))
@@ -649,18 +691,21 @@ async fn tenants_credentials_and_bad_requests() {
                 .body(body),
         )
     };
-    assert_problem(
+    assert_vendor_error(
         &raw("text/plain", "{}").await,
+        "/v1/chat/completions",
         415,
         "unsupported-media-type",
     );
-    assert_problem(
+    assert_vendor_error(
         &raw("application/json", "{\"model\":").await,
+        "/v1/chat/completions",
         400,
         "invalid-json",
     );
-    assert_problem(
+    assert_vendor_error(
         &raw("application/json", "[1, 2]").await,
+        "/v1/chat/completions",
         400,
         "invalid-json",
     );
@@ -670,9 +715,9 @@ async fn tenants_credentials_and_bad_requests() {
     // No upstream configured: 503 naming the flag.
     let server = TestServer::start(Backend::Sqlite).await;
     let got = call(&server, "/v1/messages", &anthropic_body("hi", false), &[]).await;
-    assert_problem(&(got.status, got.json()), 503, "upstream-not-configured");
+    assert_vendor_error(&got, "/v1/messages", 503, "upstream-not-configured");
     assert!(
-        got.json()["detail"]
+        got.json()["error"]["message"]
             .as_str()
             .unwrap()
             .contains("--upstream-anthropic")

@@ -10,10 +10,12 @@
 
 mod contract;
 mod gateway;
+mod gateway_v2;
 mod hardening;
 mod history;
 mod ops;
 mod reports;
+mod runs;
 mod sdk;
 mod service;
 mod summaries;

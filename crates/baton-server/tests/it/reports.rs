@@ -43,8 +43,11 @@ async fn cache_answer(server: &TestServer, body: &Value, value: Value) -> Reques
             Ok::<_, std::io::Error>(Answer {
                 value,
                 model: "gpt-4o-mini".to_owned(),
-                input_tokens: 12,
-                output_tokens: 3,
+                usage: baton_core::usage::Usage {
+                    input: 12,
+                    output: 3,
+                    ..Default::default()
+                },
                 storable: true,
             })
         })

@@ -3,7 +3,7 @@
 Run by `crates/baton-server/tests/it/sdk.rs`, which starts the gateway in front of a scripted
 upstream and checks how often the upstream was called:
 
-    python gateway_sdks.py {openai|anthropic} GATEWAY_URL BATON_KEY
+    python gateway_sdks.py {openai|anthropic|openai-responses|errors} GATEWAY_URL BATON_KEY
 
 For the vendor named, it completes a tool-calling exchange (the assistant calls a tool, the
 tool's result goes back, the assistant answers) twice: without streaming, then streaming.
@@ -11,6 +11,10 @@ Every request is sent twice, and the second must be a cache hit with the same an
 (`x-baton-cache`, read through the SDK's raw-response API). Then 50 identical concurrent
 requests. It prints one JSON object (what each request's `x-baton-cache` was) and exits 0, or
 fails with a traceback.
+
+`openai-responses` does the tool-calling exchange through `client.responses.create`, whole
+and streamed. `errors` makes each SDK meet an error baton raises itself (the upstream does not
+answer in time) and checks that the SDK's exception carries baton's explanation.
 """
 import json
 import sys
@@ -199,9 +203,103 @@ def collect_anthropic(stream):
     return out
 
 
+def openai_responses_exchange(base, key):
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base + "/v1",
+        api_key=PROVIDER_KEY,
+        default_headers={"x-baton-key": key},
+        max_retries=0,
+    )
+    tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city",
+              "parameters": WEATHER_SCHEMA}]
+    seen = {}
+
+    def create(tag, **kwargs):
+        raw = client.responses.with_raw_response.create(model="gpt-5", tools=tools, **kwargs)
+        seen.setdefault(tag, []).append(raw.headers.get("x-baton-cache"))
+        return raw.parse()
+
+    def read(response, stream):
+        if not stream:
+            calls = [{"call_id": o.call_id, "name": o.name, "arguments": o.arguments}
+                     for o in response.output if o.type == "function_call"]
+            return {"id": response.id, "text": response.output_text, "calls": calls,
+                    "usage": response.usage.input_tokens}
+        out = {"id": None, "text": "", "calls": [], "usage": None}
+        for event in response:
+            if event.type == "response.output_text.delta":
+                out["text"] += event.delta
+            elif event.type == "response.completed":
+                out["id"] = event.response.id
+                out["usage"] = event.response.usage.input_tokens
+                out["calls"] = [{"call_id": o.call_id, "name": o.name, "arguments": o.arguments}
+                                for o in event.response.output if o.type == "function_call"]
+        return out
+
+    def twice(tag, stream, **kwargs):
+        first = read(create(tag, stream=stream, **kwargs), stream)
+        second = read(create(tag, stream=stream, **kwargs), stream)
+        assert first == second, (first, second)
+        assert seen[tag] == ["miss", "hit"], (tag, seen[tag])
+        return first
+
+    for stream, city in [(False, "Paris"), (True, "Rome")]:
+        tag = "stream" if stream else "json"
+        items = [{"role": "user", "content": f"What is the weather in {city}?"}]
+        reply = twice(tag + " call", stream, input=items)
+        (call,) = reply["calls"]
+        assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": city}
+        assert reply["usage"] > 0, reply
+        items += [
+            {"type": "function_call", "call_id": call["call_id"], "name": call["name"],
+             "arguments": call["arguments"]},
+            {"type": "function_call_output", "call_id": call["call_id"],
+             "output": f"{city}: 18 degrees, sunny"},
+        ]
+        final = twice(tag + " answer", stream, input=items)
+        assert "18" in final["text"], final
+    return seen
+
+
+def errors(base, key):
+    """Each SDK against a gateway whose upstream does not answer in time: the exception the
+    SDK raises must carry baton's explanation, not just a status code."""
+    import anthropic
+    import openai
+
+    seen = {}
+    client = openai.OpenAI(base_url=base + "/v1", api_key=PROVIDER_KEY,
+                           default_headers={"x-baton-key": key}, max_retries=0)
+    try:
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hang, openai"}])
+        raise AssertionError("no error")
+    except openai.APIStatusError as e:
+        assert e.status_code == 504, e
+        assert "did not answer within" in str(e), str(e)
+        assert "did not answer within" in e.message, e.message
+        assert e.code == "upstream-timeout", (e.code, e.body)
+        seen["openai"] = str(e)
+    client = anthropic.Anthropic(base_url=base, api_key=PROVIDER_KEY,
+                                 default_headers={"x-baton-key": key}, max_retries=0)
+    try:
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=64,
+                               messages=[{"role": "user", "content": "hang, anthropic"}])
+        raise AssertionError("no error")
+    except anthropic.APIStatusError as e:
+        assert e.status_code == 504, e
+        assert "did not answer within" in str(e), str(e)
+        assert "did not answer within" in e.body["error"]["message"], e.body
+        seen["anthropic"] = str(e)
+    return seen
+
+
 def main():
     vendor, base, key = sys.argv[1:4]
-    run = {"openai": openai_exchange, "anthropic": anthropic_exchange}[vendor]
+    run = {"openai": openai_exchange, "anthropic": anthropic_exchange,
+           "openai-responses": openai_responses_exchange, "errors": errors}[vendor]
     print(json.dumps(run(base, key)))
 
 

@@ -235,3 +235,139 @@ async fn a_version_1_file_is_migrated_and_its_history_becomes_searchable() {
     let err = conn.execute("DELETE FROM history_search", []).unwrap_err();
     assert!(err.to_string().contains("append-only"), "{err}");
 }
+
+/// The history of the version-10 runs below: `(run pk, messages as JSON)`. Run 1 opens with
+/// a command's markup, then the instruction; run 2's instruction is longer than a title.
+fn version_10_history() -> Vec<(i64, Vec<String>)> {
+    let json = |m: Message| serde_json::to_string(&m).unwrap();
+    vec![
+        (
+            1,
+            vec![
+                json(Message::text(
+                    Role::User,
+                    "<command-name>/init</command-name>",
+                )),
+                json(Message::text(Role::Assistant, "ok")),
+                json(Message::text(
+                    Role::User,
+                    "\n  Fix the flaky parser test  \nthen run it twice",
+                )),
+            ],
+        ),
+        (
+            2,
+            vec![json(Message::text(
+                Role::User,
+                "Refactor the token counter so that it never allocates on the hot path and keeps the same counts as before",
+            ))],
+        ),
+    ]
+}
+
+// issue 17, item 6: a database imported before version 11 gets projects and titles.
+#[tokio::test]
+async fn a_version_10_file_gets_projects_and_titles_and_can_delete_runs() {
+    use baton_core::RunId;
+    use baton_store::conformance::found;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    let t = TenantId::default_tenant();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in [
+            include_str!("../../migrations/0001_init.sql"),
+            include_str!("../../migrations/0002_search.sql"),
+            include_str!("../../migrations/0003_import.sql"),
+            include_str!("../../migrations/0004_compaction.sql"),
+            include_str!("../../migrations/0005_agent.sql"),
+            include_str!("../../migrations/0006_cache.sql"),
+            include_str!("../../migrations/0007_ledger.sql"),
+            include_str!("../../migrations/0008_api_keys.sql"),
+            include_str!("../../migrations/0009_ledger_by_key.sql"),
+            include_str!("../../migrations/0010_usage.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch("PRAGMA application_id = 1650553966; PRAGMA user_version = 10;")
+            .unwrap();
+        conn.execute(
+            "INSERT INTO tenants (id, created_at) VALUES (?1, 0)",
+            [t.as_str()],
+        )
+        .unwrap();
+        for (pk, messages) in version_10_history() {
+            conn.execute(
+                "INSERT INTO runs (pk, tenant_id, id, status, last_seq, created_at)
+                 VALUES (?1, ?2, ?3, 'active', ?4, 0)",
+                rusqlite::params![pk, t.as_str(), format!("run-{pk}"), messages.len() as i64],
+            )
+            .unwrap();
+            for (i, m) in messages.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO history (run_pk, seq, tokens, created_at, message)
+                     VALUES (?1, ?2, 5, 0, ?3)",
+                    rusqlite::params![pk, i as i64 + 1, m],
+                )
+                .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO run_origins (run_pk, tenant_id, source_key, path, format, models,
+                     first_at, last_at, redactions, skipped_lines, side_branches,
+                     side_branch_messages, source_messages, source_digest, imported_at, updated_at)
+                 VALUES (?1, ?2, ?3, '/logs/x.jsonl', 'claude-code', '[]',
+                     '2026-01-01T10:00:00Z', '2026-01-01T11:00:00Z', 0, 0, 0, 0, ?4, ?5, 0, 0)",
+                rusqlite::params![
+                    pk,
+                    t.as_str(),
+                    format!("key-{pk}"),
+                    messages.len() as i64,
+                    "0".repeat(64)
+                ],
+            )
+            .unwrap();
+        }
+        // Only run 1's usage names its project.
+        conn.execute(
+            "INSERT INTO usage_records (tenant_id, id, run_pk, session, project, agent, at, input,
+                 output, cache_write_5m, cache_write_1h, cache_read, estimated)
+             VALUES (?1, 'r1', 1, 's', '/home/me/code/parser', 'claude-code', 5, 1, 1, 0, 0, 0, 0)",
+            [t.as_str()],
+        )
+        .unwrap();
+        // Run 2 was searched: its index rows exist under version 10's FTS table.
+        conn.execute_batch(
+            "INSERT INTO history_search (id, run_pk, seq, kind, part) VALUES (1, 2, 1, 'text', 0);
+             INSERT INTO history_search_words (rowid, body) VALUES (1, 'refactor the token counter');
+             INSERT INTO search_progress VALUES (2, 1);",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let (one, two) = (RunId::new("run-1").unwrap(), RunId::new("run-2").unwrap());
+    let o1 = store.run_report(&t, &one).await.unwrap().origin.unwrap();
+    assert_eq!(o1.project.as_deref(), Some("/home/me/code/parser"));
+    assert_eq!(o1.title.as_deref(), Some("Fix the flaky parser test"));
+    let o2 = store.run_report(&t, &two).await.unwrap().origin.unwrap();
+    assert_eq!(o2.project, None);
+    // Cut at 80 characters, trailing space trimmed, as `baton_import::title_of` cuts.
+    assert_eq!(
+        o2.title.as_deref(),
+        Some("Refactor the token counter so that it never allocates on the hot path and keeps…")
+    );
+    // The index was rebuilt empty, and the first search fills it again.
+    assert_eq!(found(&store, &t, &two, "token counter", None).await, [1]);
+    // The deletion path works on a migrated file, words and all.
+    store.delete_run(&t, &two).await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let words: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM history_search_words WHERE history_search_words MATCH 'counter'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(words, 0);
+    let err = conn.execute("DELETE FROM history", []).unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{err}");
+}

@@ -139,6 +139,37 @@ pub async fn import_creates_a_run_with_its_origin(h: &dyn Harness) {
     assert_eq!(seqs, [Seq(6)]);
 }
 
+/// How `baton import --history` tells an imported session from a deleted one: by its source
+/// key, in the caller's tenant only, without importing anything.
+pub async fn source_run_finds_an_imported_source_in_its_tenant(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let other = TenantId::new("other").unwrap();
+    assert_eq!(store.source_run(&t, "claude-code:s9").await.unwrap(), None);
+    let run = created(
+        import_one(
+            &*store,
+            &t,
+            import_of("claude-code:s9", session(0), vec![]),
+            Reimport::No,
+        )
+        .await,
+    );
+    assert_eq!(
+        store.source_run(&t, "claude-code:s9").await.unwrap(),
+        Some(run)
+    );
+    assert_eq!(
+        store.source_run(&other, "claude-code:s9").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.source_run(&t, "claude-code:s").await.unwrap(),
+        None,
+        "a key is matched whole"
+    );
+}
+
 pub async fn reimport_finds_the_run_and_appends_only_what_is_new(h: &dyn Harness) {
     let store = h.open().await;
     let t = TenantId::default_tenant();
@@ -222,8 +253,25 @@ pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Har
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Import(ImportRejection::Diverged { index: 0, run: r, stored: 5 }) if *r == run),
+        matches!(&err, Error::Import(ImportRejection::Diverged { index: 0, run: r, stored: 5, .. }) if *r == run),
         "{err}"
+    );
+    // The refusal names the first message that differs, with both sides (issue 17, item 1).
+    let Error::Import(ImportRejection::Diverged {
+        first: Some(first), ..
+    }) = &err
+    else {
+        panic!("no difference named: {err}");
+    };
+    assert_eq!(first.seq, Seq(1), "{err}");
+    assert_eq!(first.stored, "read-only please: what does main do");
+    assert_eq!(first.incoming, "a different question");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("message 1 differs")
+            && shown.contains("\"read-only please: what does main do\"")
+            && shown.contains("\"a different question\""),
+        "{shown}"
     );
     // Shorter than what was imported, and not its start: diverged too.
     let mut shorter = session(0);
@@ -232,10 +280,14 @@ pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Har
         .import(&t, vec![import_of("e", shorter, vec![])], Reimport::No)
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::Import(ImportRejection::Diverged { .. })),
-        "{err}"
-    );
+    let Error::Import(ImportRejection::Diverged {
+        first: Some(first), ..
+    }) = &err
+    else {
+        panic!("not a divergence naming its message: {err}");
+    };
+    assert_eq!(first.seq, Seq(4), "{err}");
+    assert_eq!(first.incoming, "it exits", "{err}");
     // An older copy (the start of what was imported), with or without `--reimport`: up to
     // date, nothing written (issue 17).
     for reimport in [Reimport::No, Reimport::AppendNew] {

@@ -148,7 +148,8 @@ fn an_edited_or_shorter_source_is_rejected() {
             Err(ImportRejection::Diverged {
                 index: 3,
                 run: run(),
-                stored: 2
+                stored: 2,
+                first: None,
             })
         );
     }
@@ -172,4 +173,39 @@ fn a_run_appended_to_since_is_not_extended() {
         decide(&new, 0, &run(), stored(&old, 2, 5), Reimport::No),
         Ok(Decision::Grown { new: 1 })
     );
+}
+
+#[test]
+fn the_first_difference_is_named_with_excerpts_of_both_sides() {
+    let stored = import_of(&["a", "b", "c"]);
+    let stored: Vec<Message> = stored.entries().iter().map(|e| e.message.clone()).collect();
+    let edited = import_of(&["a", "B", "c"]);
+    let first = first_difference(&edited, Seq(1), &stored).unwrap();
+    assert_eq!(
+        (first.seq, first.stored.as_str(), first.incoming.as_str()),
+        (Seq(2), "b", "B")
+    );
+    // From a later seq: the chunk holds seqs 2 and 3.
+    let first = first_difference(&edited, Seq(2), &stored[1..]).unwrap();
+    assert_eq!(first.seq, Seq(2));
+    // The same messages: nothing to name.
+    assert_eq!(
+        first_difference(&import_of(&["a", "b"]), Seq(1), &stored),
+        None
+    );
+}
+
+#[test]
+fn a_long_message_is_shown_around_where_it_changes() {
+    let long = "x".repeat(200);
+    let stored = import_of(&[&format!("{long} old ending")]);
+    let stored: Vec<Message> = stored.entries().iter().map(|e| e.message.clone()).collect();
+    let edited = import_of(&[&format!("{long} new ending")]);
+    let first = first_difference(&edited, Seq(1), &stored).unwrap();
+    assert!(
+        first.stored.starts_with('…') && first.stored.contains("old ending"),
+        "{first}"
+    );
+    assert!(first.incoming.contains("new ending"), "{first}");
+    assert!(first.stored.chars().count() <= EXCERPT_CHARS + 2, "{first}");
 }

@@ -103,7 +103,7 @@ pub fn render_error(status: u16, message: &str) -> Value {
 }
 
 /// Overrides `usage` with the fields `value` has (a stream's `message_delta` carries only
-/// some).
+/// some), the 1-hour share of the cache writes from `cache_creation`.
 pub(crate) fn read_usage(value: &Value, usage: &mut Usage) {
     let fields: [(&str, &mut u64); 4] = [
         ("input_tokens", &mut usage.input_tokens),
@@ -116,14 +116,34 @@ pub(crate) fn read_usage(value: &Value, usage: &mut Usage) {
             *slot = n;
         }
     }
+    if let Some(creation) = value.get("cache_creation").filter(|c| c.is_object()) {
+        let field = |name: &str| creation.get(name).and_then(Value::as_u64);
+        let (five, hour) = (
+            field("ephemeral_5m_input_tokens"),
+            field("ephemeral_1h_input_tokens"),
+        );
+        if let Some(hour) = hour {
+            usage.cache_write_1h_tokens = hour;
+        }
+        // A body with the breakdown but not the total: the total is the sum.
+        if value.get("cache_creation_input_tokens").is_none() && (five.is_some() || hour.is_some())
+        {
+            usage.cache_write_tokens = five.unwrap_or(0) + hour.unwrap_or(0);
+        }
+    }
 }
 
 pub(crate) fn render_usage(usage: &Usage) -> Value {
+    let one_hour = usage.cache_write_1h_tokens.min(usage.cache_write_tokens);
     json!({
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cache_read_input_tokens": usage.cache_read_tokens,
         "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens - one_hour,
+            "ephemeral_1h_input_tokens": one_hour,
+        },
     })
 }
 

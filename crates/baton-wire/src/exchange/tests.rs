@@ -33,6 +33,8 @@ fn reply(stop: &str) -> Reply {
             output_tokens: 20,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
+            reasoning_tokens: 0,
         },
         model: "scripted".into(),
     }

@@ -74,6 +74,30 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, Error> {
     })
 }
 
+/// Reads the model and usage of an embeddings response (`{"object": "list", "data": [...],
+/// "model", "usage": {"prompt_tokens", "total_tokens"}}`): every token is input.
+/// An error body is [`Error::Api`]; a body with no `data` list is [`Error::Malformed`].
+pub fn parse_embeddings(body: &[u8]) -> Result<(String, Usage), Error> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|err| malformed(format!("not JSON ({err})")))?;
+    if let Some(error) = value.get("error").filter(|e| e.is_object()) {
+        return Err(api_error(error));
+    }
+    if value.get("data").and_then(Value::as_array).is_none() {
+        return Err(malformed("no \"data\" list".to_owned()));
+    }
+    let mut usage = Usage::default();
+    if let Some(u) = value.get("usage").filter(|u| u.is_object()) {
+        read_usage(u, &mut usage);
+    }
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok((model, usage))
+}
+
 /// Writes a non-streaming Chat Completions response body for `reply`, with `id` as its id.
 pub fn render_response(reply: &Reply, id: &str) -> Value {
     let mut message = render_message(&reply.message)
@@ -124,21 +148,45 @@ pub fn render_error(status: u16, message: &str, param: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
 }
 
-/// Overrides `usage` with what an OpenAI `usage` object says.
+/// Overrides `usage` with what an OpenAI `usage` object says: Chat Completions'
+/// `prompt_tokens`, `completion_tokens` and their `*_details`, or the Responses API's
+/// `input_tokens`, `output_tokens` and theirs.
 pub(crate) fn read_usage(value: &Value, usage: &mut Usage) {
     let number = |v: Option<&Value>| v.and_then(Value::as_u64);
+    let (prompt, completion, prompt_details, completion_details) =
+        match value.get("prompt_tokens").is_some() || value.get("completion_tokens").is_some() {
+            true => (
+                "prompt_tokens",
+                "completion_tokens",
+                "prompt_tokens_details",
+                "completion_tokens_details",
+            ),
+            false => (
+                "input_tokens",
+                "output_tokens",
+                "input_tokens_details",
+                "output_tokens_details",
+            ),
+        };
     let cached = number(
         value
-            .get("prompt_tokens_details")
+            .get(prompt_details)
             .and_then(|d| d.get("cached_tokens")),
     )
     .unwrap_or(0);
-    if let Some(prompt) = number(value.get("prompt_tokens")) {
+    if let Some(prompt) = number(value.get(prompt)) {
         usage.input_tokens = prompt.saturating_sub(cached);
-        usage.cache_read_tokens = cached;
+        usage.cache_read_tokens = cached.min(prompt);
     }
-    if let Some(completion) = number(value.get("completion_tokens")) {
+    if let Some(completion) = number(value.get(completion)) {
         usage.output_tokens = completion;
+    }
+    if let Some(reasoning) = number(
+        value
+            .get(completion_details)
+            .and_then(|d| d.get("reasoning_tokens")),
+    ) {
+        usage.reasoning_tokens = reasoning;
     }
 }
 
@@ -149,6 +197,7 @@ pub(crate) fn render_usage(usage: &Usage) -> Value {
         "completion_tokens": usage.output_tokens,
         "total_tokens": prompt + usage.output_tokens,
         "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     })
 }
 

@@ -18,7 +18,7 @@ const TOOL_RESPONSE: &str = r#"{
   ],
   "stop_reason": "tool_use",
   "stop_sequence": null,
-  "usage": {"input_tokens": 384, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 0, "output_tokens": 76}
+  "usage": {"input_tokens": 384, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 0, "output_tokens": 76, "cache_creation": {"ephemeral_5m_input_tokens": 50, "ephemeral_1h_input_tokens": 0}}
 }"#;
 
 #[test]
@@ -38,7 +38,9 @@ fn reads_a_tool_use_response() {
             input_tokens: 384,
             output_tokens: 76,
             cache_read_tokens: 0,
-            cache_write_tokens: 50
+            cache_write_tokens: 50,
+            cache_write_1h_tokens: 0,
+            reasoning_tokens: 0,
         }
     );
     let rendered = render_response(&reply, "msg_01Aq9w938a90dw8q");

@@ -70,6 +70,8 @@ fn tool_reply() -> Reply {
             output_tokens: 89,
             cache_read_tokens: 128,
             cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
+            reasoning_tokens: 0,
         },
         model: "claude-sonnet-4-5-20250929".into(),
     }

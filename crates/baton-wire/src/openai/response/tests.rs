@@ -45,7 +45,9 @@ fn reads_a_tool_call_response() {
             input_tokens: 82,
             output_tokens: 17,
             cache_read_tokens: 0,
-            cache_write_tokens: 0
+            cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
+            reasoning_tokens: 0,
         }
     );
     let rendered = render_response(&reply, "chatcmpl-abc123");

@@ -46,6 +46,8 @@ fn parallel_reply() -> Reply {
             output_tokens: 51,
             cache_read_tokens: 64,
             cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
+            reasoning_tokens: 0,
         },
         model: "gpt-4o-2024-08-06".into(),
     }

@@ -1,0 +1,611 @@
+//! The OpenAI Responses API (`POST /v1/responses`): requests ([`parse_request`]), responses
+//! ([`parse_response`], [`render_response`]) and their streamed events ([`Stream`],
+//! [`render_stream`]); errors have the Chat Completions shape ([`crate::openai::render_error`]).
+//!
+//! A request is `{"model", "instructions", "input": "text" | [items], "tools": [{"type":
+//! "function", "name", "description", "parameters"}], "max_output_tokens", "temperature",
+//! "stream", "previous_response_id", "store", …}`. Its input items are messages (`{"role",
+//! "content": "text" | [{"type": "input_text" | "output_text", "text"}]}`, `"type": "message"`
+//! optional), `function_call` (`call_id`, `name`, `arguments`) and `function_call_output`
+//! (`call_id`, `output`) items; `reasoning` and `item_reference` items, and content parts that
+//! are not text (images, files), carry nothing baton's reader needs and are skipped, as are tools
+//! other than functions (the hosted ones).
+//!
+//! A response is `{"id", "object": "response", "created_at", "status": "completed" |
+//! "incomplete" | "failed", "model", "output": [items], "error", "incomplete_details", "usage":
+//! {"input_tokens", "input_tokens_details": {"cached_tokens"}, "output_tokens",
+//! "output_tokens_details": {"reasoning_tokens"}, "total_tokens"}}`. Its stop reason, in
+//! [`Reply::stop_reason`], is the status, or `incomplete:<reason>`.
+//!
+//! A stream is named events: `response.created`, `response.in_progress`, then per output item
+//! `response.output_item.added`, its parts (`response.content_part.added`,
+//! `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`,
+//! or `response.function_call_arguments.delta`…, `.done`) and `response.output_item.done`; last
+//! `response.completed` (or `response.incomplete`) carrying the whole response with its usage.
+//! `response.failed` and `error` end it with the vendor's error. Every event's data has its
+//! `type` and a `sequence_number`.
+//!
+//! ```
+//! use baton_wire::StreamDelta;
+//! use baton_wire::responses::Stream;
+//!
+//! let mut stream = Stream::default();
+//! let deltas = stream.feed(concat!(
+//!     "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"model\":\"gpt-x\",\"output\":[]}}\n\n",
+//!     "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\n",
+//!     "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"model\":\"gpt-x\",",
+//!     "\"output\":[{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi\"}]}],",
+//!     "\"usage\":{\"input_tokens\":20,\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":3,\"output_tokens_details\":{\"reasoning_tokens\":1}}}}\n\n",
+//! ).as_bytes())?;
+//! assert_eq!(deltas, [StreamDelta::Text("Hi".into())]);
+//! assert!(stream.is_done());
+//! let reply = stream.finish()?;
+//! assert_eq!(reply.message.plain_text(), "Hi");
+//! let u = reply.usage;
+//! assert_eq!((u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens), (4, 16, 3, 1));
+//! # Ok::<(), baton_wire::Error>(())
+//! ```
+
+use baton_core::{ContentBlock, Message, Role};
+use serde_json::{Value, json};
+
+use crate::exchange::chunks;
+use crate::openai::parse_arguments;
+use crate::openai::response::{api_error, created, read_usage};
+use crate::sse::{self, Decoder, Event};
+use crate::{Error, Reply, RequestBody, StreamDelta, ToolDef, Usage};
+
+#[cfg(test)]
+mod tests;
+
+/// Reads a Responses request body into baton's model, keeping one message per input message
+/// (consecutive `function_call` items join the assistant message before them, and each
+/// `function_call_output` is one tool message).
+pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
+    let Value::Object(map) = value else {
+        return Err(invalid(
+            "body",
+            "We could not parse the JSON body of your request.",
+        ));
+    };
+    let Some(model) = map.get("model").and_then(Value::as_str) else {
+        return Err(invalid("model", "Missing required parameter: 'model'."));
+    };
+    let mut system: Vec<String> = map
+        .get("instructions")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(|t| vec![t.to_owned()])
+        .unwrap_or_default();
+    let mut messages: Vec<Message> = Vec::new();
+    match map.get("input") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => messages.push(Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text { text: text.clone() }],
+        }),
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                read_item(item, i, &mut messages, &mut system)?;
+            }
+        }
+        Some(_) => {
+            return Err(invalid(
+                "input",
+                "Invalid type for 'input': expected a string or an array of input items.",
+            ));
+        }
+    }
+    let tools = match map.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+            .map(|t| ToolDef {
+                name: str_of(t, "name"),
+                description: str_of(t, "description"),
+                input_schema: t.get("parameters").cloned().unwrap_or(json!({})),
+            })
+            .collect(),
+        Some(_) => {
+            return Err(invalid(
+                "tools",
+                "Invalid type for 'tools': expected an array.",
+            ));
+        }
+    };
+    let max_tokens = match map.get("max_output_tokens") {
+        None | Some(Value::Null) => None,
+        Some(n) => match n.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => Some(n),
+            None => {
+                return Err(invalid(
+                    "max_output_tokens",
+                    "Invalid type for 'max_output_tokens': expected an integer.",
+                ));
+            }
+        },
+    };
+    Ok(RequestBody {
+        model: model.to_owned(),
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        tools,
+        max_tokens,
+        temperature: map
+            .get("temperature")
+            .and_then(Value::as_f64)
+            .map(|t| t as f32),
+        stream: map.get("stream").and_then(Value::as_bool) == Some(true),
+    })
+}
+
+fn read_item(
+    item: &Value,
+    i: usize,
+    messages: &mut Vec<Message>,
+    system: &mut Vec<String>,
+) -> Result<(), Error> {
+    let at = format!("input[{i}]");
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
+    match kind {
+        "message" => {
+            let role = match item.get("role").and_then(Value::as_str) {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                Some("system" | "developer") => Role::System,
+                Some(other) => {
+                    return Err(invalid(
+                        &format!("{at}.role"),
+                        &format!(
+                            "Invalid value: '{other}'. Supported values are: 'assistant', 'system', 'developer', and 'user'."
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(invalid(
+                        &format!("{at}.role"),
+                        "Missing required parameter.",
+                    ));
+                }
+            };
+            let content = match item.get("content") {
+                Some(Value::String(text)) => vec![ContentBlock::Text { text: text.clone() }],
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .filter(|p| {
+                        matches!(
+                            p.get("type").and_then(Value::as_str),
+                            Some("input_text" | "output_text" | "text")
+                        )
+                    })
+                    .map(|p| ContentBlock::Text {
+                        text: str_of(p, "text"),
+                    })
+                    .collect(),
+                _ => {
+                    return Err(invalid(
+                        &format!("{at}.content"),
+                        "Invalid type: expected a string or an array of content parts.",
+                    ));
+                }
+            };
+            if role == Role::System {
+                let text = Message {
+                    role,
+                    content: content.clone(),
+                }
+                .plain_text();
+                if !text.is_empty() {
+                    system.push(text);
+                }
+            }
+            messages.push(Message { role, content });
+        }
+        "function_call" => {
+            let call = ContentBlock::ToolUse {
+                id: str_of(item, "call_id"),
+                name: str_of(item, "name"),
+                input: parse_arguments(item.get("arguments").and_then(Value::as_str).unwrap_or("")),
+            };
+            match messages.last_mut() {
+                Some(last)
+                    if last.role == Role::Assistant
+                        && last
+                            .content
+                            .iter()
+                            .all(|b| !matches!(b, ContentBlock::ToolResult { .. })) =>
+                {
+                    last.content.push(call);
+                }
+                _ => messages.push(Message {
+                    role: Role::Assistant,
+                    content: vec![call],
+                }),
+            }
+        }
+        "function_call_output" => {
+            let output = match item.get("output") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            messages.push(Message {
+                role: Role::Tool,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: str_of(item, "call_id"),
+                    content: vec![ContentBlock::Text { text: output }],
+                    is_error: false,
+                }],
+            });
+        }
+        // Items that carry no conversation text for baton's reader.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Reads a non-streaming Responses body: its message text and function calls, its status and
+/// its usage. A body with an `error` object (an error body, or a `failed` response) is
+/// [`Error::Api`]; one that is not JSON or has no `output` list is [`Error::Malformed`].
+/// Output items other than messages and function calls (reasoning, hosted tools' calls) are
+/// not part of [`Reply::message`].
+pub fn parse_response(body: &[u8]) -> Result<Reply, Error> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|err| malformed(format!("not JSON ({err})")))?;
+    reply_of(&value)
+}
+
+fn reply_of(value: &Value) -> Result<Reply, Error> {
+    if let Some(error) = value.get("error").filter(|e| e.is_object()) {
+        return Err(api_error(error));
+    }
+    let Some(output) = value.get("output").and_then(Value::as_array) else {
+        return Err(malformed("no \"output\" list".to_owned()));
+    };
+    let mut content = Vec::new();
+    for item in output {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                for part in item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    if part.get("type").and_then(Value::as_str) == Some("output_text") {
+                        content.push(ContentBlock::Text {
+                            text: str_of(part, "text"),
+                        });
+                    }
+                }
+            }
+            Some("function_call") => content.push(ContentBlock::ToolUse {
+                id: str_of(item, "call_id"),
+                name: str_of(item, "name"),
+                input: parse_arguments(item.get("arguments").and_then(Value::as_str).unwrap_or("")),
+            }),
+            _ => {}
+        }
+    }
+    let status = value
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("completed");
+    let stop_reason = match value
+        .get("incomplete_details")
+        .and_then(|d| d.get("reason"))
+        .and_then(Value::as_str)
+    {
+        Some(reason) if status == "incomplete" => format!("incomplete:{reason}"),
+        _ => status.to_owned(),
+    };
+    let mut usage = Usage::default();
+    if let Some(u) = value.get("usage").filter(|u| u.is_object()) {
+        read_usage(u, &mut usage);
+    }
+    Ok(Reply {
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        stop_reason,
+        usage,
+        model: str_of(value, "model"),
+    })
+}
+
+/// Writes a non-streaming Responses body for `reply`, with `id` as its id. A stop reason of
+/// `max_tokens`, `length` or `incomplete:<reason>` makes an `incomplete` response.
+pub fn render_response(reply: &Reply, id: &str) -> Value {
+    response_object(reply, id, &status_of(reply), output_items(reply, id))
+}
+
+fn status_of(reply: &Reply) -> (String, Value) {
+    match reply.stop_reason.as_str() {
+        "max_tokens" | "length" => (
+            "incomplete".to_owned(),
+            json!({"reason": "max_output_tokens"}),
+        ),
+        other => match other.strip_prefix("incomplete:") {
+            Some(reason) => ("incomplete".to_owned(), json!({"reason": reason})),
+            None => ("completed".to_owned(), Value::Null),
+        },
+    }
+}
+
+fn output_items(reply: &Reply, id: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    let text: String = reply
+        .message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !text.is_empty() {
+        items.push(json!({
+            "type": "message", "id": format!("msg_{id}"), "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }));
+    }
+    for block in &reply.message.content {
+        if let ContentBlock::ToolUse {
+            id: call,
+            name,
+            input,
+        } = block
+        {
+            let arguments = match input {
+                Value::String(raw) => raw.clone(),
+                other => other.to_string(),
+            };
+            items.push(json!({
+                "type": "function_call", "id": format!("fc_{call}"), "call_id": call,
+                "name": name, "arguments": arguments, "status": "completed",
+            }));
+        }
+    }
+    items
+}
+
+fn response_object(reply: &Reply, id: &str, status: &(String, Value), output: Vec<Value>) -> Value {
+    let u = &reply.usage;
+    let input = u.input_tokens + u.cache_read_tokens;
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created(),
+        "status": status.0,
+        "error": null,
+        "incomplete_details": status.1,
+        "model": reply.model,
+        "output": output,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": u.cache_read_tokens},
+            "output_tokens": u.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+            "total_tokens": input + u.output_tokens,
+        },
+    })
+}
+
+/// Writes `reply` as the events of a streamed Responses reply, one complete event per item;
+/// the last is `response.completed` (or `response.incomplete`) with the whole response.
+pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
+    let mut seq = 0u64;
+    let mut event = |mut data: Value| {
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        let kind = data["type"].as_str().unwrap_or_default().to_owned();
+        sse::render(Some(&kind), &data.to_string())
+    };
+    let status = status_of(reply);
+    let items = output_items(reply, id);
+    let mut pending = response_object(reply, id, &("in_progress".to_owned(), Value::Null), vec![]);
+    pending["usage"] = Value::Null;
+    let mut out = vec![
+        event(json!({"type": "response.created", "response": pending.clone()})),
+        event(json!({"type": "response.in_progress", "response": pending})),
+    ];
+    for (index, item) in items.iter().enumerate() {
+        let item_id = item["id"].clone();
+        let mut started = item.clone();
+        started["status"] = json!("in_progress");
+        match item["type"].as_str() {
+            Some("message") => {
+                started["content"] = json!([]);
+                out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": started})));
+                out.push(event(json!({"type": "response.content_part.added", "item_id": item_id, "output_index": index,
+                    "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})));
+                let text = item["content"][0]["text"].as_str().unwrap_or_default();
+                for piece in chunks(text, 12) {
+                    out.push(event(
+                        json!({"type": "response.output_text.delta", "item_id": item_id,
+                        "output_index": index, "content_index": 0, "delta": piece, "logprobs": []}),
+                    ));
+                }
+                out.push(event(
+                    json!({"type": "response.output_text.done", "item_id": item_id,
+                    "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+                ));
+                out.push(event(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": index,
+                    "content_index": 0, "part": item["content"][0].clone()})));
+            }
+            _ => {
+                started["arguments"] = json!("");
+                out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": started})));
+                let arguments = item["arguments"].as_str().unwrap_or_default();
+                for piece in chunks(arguments, 10) {
+                    out.push(event(
+                        json!({"type": "response.function_call_arguments.delta",
+                        "item_id": item_id, "output_index": index, "delta": piece}),
+                    ));
+                }
+                out.push(event(
+                    json!({"type": "response.function_call_arguments.done",
+                    "item_id": item_id, "output_index": index, "arguments": arguments}),
+                ));
+            }
+        }
+        out.push(event(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        ));
+    }
+    let last = match status.0.as_str() {
+        "incomplete" => "response.incomplete",
+        _ => "response.completed",
+    };
+    let whole = response_object(reply, id, &status, items);
+    out.push(event(json!({"type": last, "response": whole})));
+    out
+}
+
+/// Reads the events of one streamed Responses reply; see the module documentation. The reply
+/// is the response that `response.completed` (or `response.incomplete`) carries whole.
+#[derive(Debug, Default)]
+pub struct Stream {
+    sse: Decoder,
+    events: usize,
+    model: String,
+    last: Option<Value>,
+    failed: Option<Error>,
+}
+
+impl Stream {
+    /// Reads the next bytes of the body; returns the text and function-call starts they stream.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamDelta>, Error> {
+        let mut out = Vec::new();
+        for event in self.sse.push(bytes)? {
+            out.extend(self.push(&event)?);
+        }
+        Ok(out)
+    }
+
+    /// Reads one event.
+    pub fn push(&mut self, event: &Event) -> Result<Option<StreamDelta>, Error> {
+        self.events += 1;
+        let n = self.events;
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
+        let value: Value = serde_json::from_str(&event.data).map_err(|err| Error::Malformed {
+            at: format!("stream event {n}"),
+            detail: format!("not JSON ({err})"),
+        })?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or_default()
+            .to_owned();
+        if self.last.is_some() {
+            return Err(Error::Malformed {
+                at: format!("stream event {n} ({kind})"),
+                detail: "an event after the response was complete".to_owned(),
+            });
+        }
+        match kind.as_str() {
+            "error" => {
+                let err = api_error(value.get("error").unwrap_or(&value));
+                self.failed = Some(err.clone());
+                Err(err)
+            }
+            "response.failed" => {
+                let error = value
+                    .get("response")
+                    .and_then(|r| r.get("error"))
+                    .cloned()
+                    .unwrap_or(json!({"message": "the response failed"}));
+                let err = api_error(&error);
+                self.failed = Some(err.clone());
+                Err(err)
+            }
+            "response.created" | "response.in_progress" => {
+                if let Some(model) = value.pointer("/response/model").and_then(Value::as_str) {
+                    self.model = model.to_owned();
+                }
+                Ok(None)
+            }
+            "response.output_text.delta" => Ok(value
+                .get("delta")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| StreamDelta::Text(t.to_owned()))),
+            "response.output_item.added" => {
+                let item = value.get("item");
+                match item.and_then(|i| i.get("type")).and_then(Value::as_str) {
+                    Some("function_call") => Ok(item.map(|i| StreamDelta::ToolCall {
+                        id: str_of(i, "call_id"),
+                        name: str_of(i, "name"),
+                    })),
+                    _ => Ok(None),
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let Some(response) = value.get("response").filter(|r| r.is_object()) else {
+                    return Err(Error::Malformed {
+                        at: format!("stream event {n} ({kind})"),
+                        detail: "no \"response\" object".to_owned(),
+                    });
+                };
+                self.last = Some(response.clone());
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether the final event (`response.completed` or `response.incomplete`) has arrived.
+    pub fn is_done(&self) -> bool {
+        self.last.is_some()
+    }
+
+    /// The whole reply, once the body has ended: [`Error::Truncated`] when no final event came.
+    pub fn finish(mut self) -> Result<Reply, Error> {
+        if let Some(event) = self.sse.finish() {
+            self.push(&event)?;
+        }
+        let Some(response) = self.last else {
+            return Err(Error::Truncated {
+                missing: "response.completed",
+            });
+        };
+        let mut reply = reply_of(&response)?;
+        if reply.model.is_empty() {
+            reply.model = self.model;
+        }
+        Ok(reply)
+    }
+}
+
+fn str_of(value: &Value, name: &str) -> String {
+    value
+        .get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn invalid(at: &str, message: &str) -> Error {
+    Error::Invalid {
+        at: at.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+fn malformed(detail: String) -> Error {
+    Error::Malformed {
+        at: "response".to_owned(),
+        detail,
+    }
+}
