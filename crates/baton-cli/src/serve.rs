@@ -58,32 +58,32 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
         .with_context(|| format!("--addr {}: cannot listen", args.addr))?;
     let addr = listener.local_addr()?;
     let state = AppState::new(env.store.clone(), config)?;
+    let shutdown = shutdown_signal()?;
     writeln!(out, "listening on http://{addr}")?;
     out.flush()?;
     tracing::info!(%addr, "serving");
-    baton_server::serve(listener, state, shutdown_signal()).await?;
+    baton_server::serve(listener, state, shutdown).await?;
     writeln!(out, "stopped")?;
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Installs the SIGTERM and Ctrl-C handlers now, so a signal sent as soon as the
+/// `listening on` line is read stops the server cleanly; the future resolves on either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        })
     }
+    #[cfg(not(unix))]
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
