@@ -1,5 +1,6 @@
 //! Tidy checks over the whole workspace (rust-analyzer's `TidyDocs`): every Rust file opens
-//! with a `//!` paragraph, ARCHITECTURE.md names every crate, and no test is silenced.
+//! with a `//!` paragraph, ARCHITECTURE.md names every crate and stays under
+//! 15 KB, and no test is silenced.
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +47,19 @@ fn architecture_names_every_crate() {
             "ARCHITECTURE.md has no section for {name}"
         );
     }
+}
+
+/// The map stays a map: designs belong in module docs and figures in the bench's output, and a
+/// page that outgrows 15 KB has started collecting them again.
+#[test]
+fn architecture_stays_under_fifteen_kilobytes() {
+    let size = std::fs::metadata(workspace().join("ARCHITECTURE.md"))
+        .unwrap()
+        .len();
+    assert!(
+        size <= 15_000,
+        "ARCHITECTURE.md is {size} bytes; keep it under 15,000 by moving designs to `//!` docs"
+    );
 }
 
 #[test]
