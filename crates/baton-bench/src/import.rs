@@ -19,19 +19,22 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use baton_core::tokens::TokenCounter as _;
+use baton_core::tokens::TokenCounter;
 use baton_core::{RunId, Seq, TenantId, tokens};
 use baton_sqlite::SqliteStore;
 use baton_store::{
     Digest, Error as StoreError, Imported, Reimport, SearchQuery, Store, search_rows,
 };
-use baton_tokens::TokenizerChoice;
+use baton_tokens::{Encoding, TokenizerChoice};
 use serde_json::json;
 use tokio::runtime::Runtime;
 
+use crate::import_cli;
+use crate::tokens::Reference;
 use crate::{Report, Target, Unit, list, median, ms, on_worker, percentile, thousands};
 
 /// The shared corpus of real transcripts, beside the workspace.
@@ -157,7 +160,7 @@ pub(crate) fn section(
             let (path, corpus, tenant) = (path.clone(), corpus.clone(), tenant.clone());
             async move {
                 let store = SqliteStore::open(path).await?;
-                let result = import_corpus(&store, &tenant, &corpus).await?;
+                let result = import_corpus(&store, &tenant, &corpus, &baton_counter).await?;
                 Ok((store, result))
             }
         })?;
@@ -228,6 +231,57 @@ pub(crate) fn section(
         "    detect + parse + to_import alone: {:.1} ms = {parse_mib_per_s:.1} MiB/s",
         cpu * 1e3
     )?;
+    // Issue 17's baseline in the same run: this pipeline counting with tiktoken-rs, as baton
+    // did when the issue measured 2.20 s; then the binary a user runs.
+    let counters: Arc<Counters> = Arc::new(tiktoken_counters()?);
+    let mut baseline_rounds = Vec::new();
+    for round in 0..sizes.rounds {
+        let path = dir.join(format!("import-baseline-{round}.db"));
+        let tenant = TenantId::new(format!("bench-import-baseline-{round}"))?;
+        let counted = on_worker(rt, {
+            let (path, corpus, tenant) = (path.clone(), corpus.clone(), tenant.clone());
+            let counters = counters.clone();
+            async move {
+                let store = SqliteStore::open(path).await?;
+                import_corpus(&store, &tenant, &corpus, &*counters).await
+            }
+        })?;
+        remove_database(&path);
+        ensure!(
+            counted.counts == counts,
+            "import bench: the baseline imported different counts"
+        );
+        baseline_rounds.push(counted.parts.total.as_secs_f64());
+    }
+    let baseline = median(&baseline_rounds);
+    writeln!(
+        out,
+        "    issue 17's baseline (this pipeline counting with tiktoken-rs, as before the issue): rounds {} s; median {baseline:.2} s",
+        list(&baseline_rounds, |s| format!("{s:.2}"))
+    )?;
+    let binary = match import_cli::binary() {
+        Some(baton) => {
+            let runs = import_cli::binary_rounds(
+                &baton,
+                dir,
+                &corpus,
+                sizes.rounds,
+                counts.messages_stored,
+            )?;
+            Some(import_cli::print_rounds(
+                out, report, &runs, baseline, total,
+            )?)
+        }
+        None => {
+            writeln!(
+                out,
+                "    `baton import` binary: skipped (none beside the bench; build it with `cargo build --release -p baton-cli`)"
+            )?;
+            None
+        }
+    };
+    out.flush()?;
+
     let split = on_worker(rt, {
         let corpus = corpus.clone();
         async move { split_to_import(&corpus) }
@@ -272,6 +326,9 @@ pub(crate) fn section(
         None,
     );
     let mut details = json!({
+        "baseline_rounds_s": baseline_rounds,
+        "baseline_s": baseline,
+        "binary_s": binary,
         "corpus": corpus.display().to_string(),
         "rounds": sizes.rounds,
         "rounds_s": totals,
@@ -401,11 +458,40 @@ pub(crate) fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The token counter for a transcript's first model.
+type Counters = dyn Fn(Option<&str>) -> Arc<dyn TokenCounter> + Send + Sync;
+
+/// The counter `baton import --tokenizer auto` uses.
+fn baton_counter(model: Option<&str>) -> Arc<dyn TokenCounter> {
+    baton_tokens::counter(TokenizerChoice::Auto, model)
+}
+
+/// The same vocabularies counted by `tiktoken-rs`, as baton counted before issue 17: the
+/// counter of the baseline pipeline.
+fn tiktoken_counters()
+-> anyhow::Result<impl Fn(Option<&str>) -> Arc<dyn TokenCounter> + Send + Sync + 'static> {
+    let o200k: Arc<dyn TokenCounter> = Arc::new(Reference {
+        name: "tiktoken-rs o200k_base",
+        bpe: tiktoken_rs::o200k_base()?,
+    });
+    let cl100k: Arc<dyn TokenCounter> = Arc::new(Reference {
+        name: "tiktoken-rs cl100k_base",
+        bpe: tiktoken_rs::cl100k_base()?,
+    });
+    Ok(move |model: Option<&str>| {
+        match model.map_or(Encoding::O200k, baton_tokens::encoding_for_model) {
+            Encoding::O200k => o200k.clone(),
+            Encoding::Cl100k => cl100k.clone(),
+        }
+    })
+}
+
 /// One round: the whole corpus into `store` for `tenant`, one transaction per file.
 async fn import_corpus(
     store: &dyn Store,
     tenant: &TenantId,
     corpus: &Path,
+    counter_for: &Counters,
 ) -> anyhow::Result<Round> {
     let mut parts = Parts::default();
     let mut counts = Counts::default();
@@ -434,10 +520,7 @@ async fn import_corpus(
         let t = lap(&mut parts.parse, t);
         let mut imports = Vec::with_capacity(transcripts.len());
         for transcript in &mut transcripts {
-            let counter = baton_tokens::counter(
-                TokenizerChoice::Auto,
-                transcript.models.first().map(String::as_str),
-            );
+            let counter = counter_for(transcript.models.first().map(String::as_str));
             let (import, redactions) = transcript.to_import(&path, None, &*counter);
             imports.push(import);
             counts.redactions += redactions;

@@ -121,6 +121,7 @@ mod compaction;
 mod continuity;
 mod gateway;
 mod import;
+mod import_cli;
 mod ledger;
 mod peers;
 mod pg_ledger;
@@ -172,12 +173,13 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 15] = [
+const SECTIONS: [&str; 16] = [
     "append",
     "single",
     "context",
     "install",
     "import",
+    "import_tree",
     "tokens",
     "compaction",
     "continuity",
@@ -456,6 +458,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "context" => context_assembly(&rt, dir, &sizes, r, &mut out)?,
             "install" => summary_installs(&rt, dir, &sizes, r, &mut out)?,
             "import" => import::section(&rt, dir, quick, r, &mut out)?,
+            "import_tree" => import_cli::tree_section(dir, quick, r, &mut out)?,
             "tokens" => tokens::section(quick, r, &mut out)?,
             "compaction" => compaction::section(&rt, dir, quick, r, &mut out)?,
             "continuity" => continuity::section(&rt, dir, quick, r, &mut out)?,

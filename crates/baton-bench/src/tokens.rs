@@ -346,10 +346,11 @@ fn corpus_messages(corpus: &Path, every: usize) -> anyhow::Result<Vec<(&'static 
     Ok(messages)
 }
 
-/// tiktoken's own counting (`tiktoken-rs`), the reference baton's counts must equal.
-struct Reference {
-    name: &'static str,
-    bpe: tiktoken_rs::CoreBPE,
+/// tiktoken's own counting (`tiktoken-rs`), the reference baton's counts must equal; also the
+/// counter of issue 17's baseline import pipeline (`import.rs`).
+pub(crate) struct Reference {
+    pub(crate) name: &'static str,
+    pub(crate) bpe: tiktoken_rs::CoreBPE,
 }
 
 impl TokenCounter for Reference {

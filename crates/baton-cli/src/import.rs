@@ -13,6 +13,10 @@
 //! imported up to its last complete unit, so importing it again later extends the run instead
 //! of finding its last message changed. Each transcript's usage records go with it; the store
 //! keeps one per response.
+//!
+//! Files are prepared (read, parsed, redacted, tokenized) on one thread per core, a few files
+//! ahead of the store (`crate::ahead`), and stored one transaction each in path order, so the
+//! report and the store see the same order as a sequential import.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -27,9 +31,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ahead::ReadAhead;
 use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, NotFound, Reported};
+
+/// Files prepared ahead of the store per core: enough to keep every core busy while the
+/// store writes, few enough that memory stays that many files, whatever the tree's size.
+const READ_AHEAD: usize = 2;
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -127,16 +136,27 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         files: sources.len(),
         ..Totals::default()
     };
-    for source in &sources {
-        bar.set_message(file_name(&source.path));
-        let shown = source.path.display().to_string();
-        match read(
-            source,
+    let sources = std::sync::Arc::new(sources);
+    let mut ahead = {
+        let (sources, format, run, tokenizer, as_new) = (
+            sources.clone(),
             args.format,
-            run_id.as_ref(),
+            run_id.clone(),
             env.tokenizer,
             args.as_new,
-        ) {
+        );
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        ReadAhead::start(sources.len(), cores, READ_AHEAD * cores, move |i| {
+            read(&sources[i], format, run.as_ref(), tokenizer, as_new)
+        })
+    };
+    for source in sources.iter() {
+        bar.set_message(file_name(&source.path));
+        let shown = source.path.display().to_string();
+        let Some(read) = ahead.next().await else {
+            anyhow::bail!("import: the read-ahead ended before {shown}");
+        };
+        match read {
             Ok(Read::Skipped(reason)) => skipped.push(FileLine {
                 path: shown,
                 reason,
@@ -502,9 +522,7 @@ fn read(
         .unwrap_or_else(|_| source.path.clone())
         .display()
         .to_string();
-    let mut imports = Vec::with_capacity(transcripts.len());
-    let mut counts = Vec::with_capacity(transcripts.len());
-    for t in &mut transcripts {
+    let prepare = |t: &mut Transcript| -> Result<(NewImport, usize), String> {
         let counter = baton_tokens::counter(tokenizer, t.models.first().map(String::as_str));
         let (mut import, redacted) = t.to_import(&path, run.cloned(), &*counter);
         if as_new {
@@ -516,9 +534,30 @@ fn read(
             import.origin.source_key = format!("{}@{id}", import.origin.source_key);
             import.id = Some(id);
         }
-        imports.push(import);
-        counts.push(redacted);
-    }
+        Ok((import, redacted))
+    };
+    // A file of many transcripts (aider's history: a thousand conversations in one file) is
+    // the longest job of an import; its transcripts are prepared on every core, in order.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let prepared: Vec<Result<(NewImport, usize), String>> = if transcripts.len() < 2 * cores {
+        transcripts.iter_mut().map(prepare).collect()
+    } else {
+        let chunk = transcripts.len().div_ceil(cores);
+        std::thread::scope(|scope| {
+            let jobs: Vec<_> = transcripts
+                .chunks_mut(chunk)
+                .map(|part| scope.spawn(|| part.iter_mut().map(prepare).collect::<Vec<_>>()))
+                .collect();
+            jobs.into_iter()
+                .flat_map(|job| job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
+    };
+    let (imports, counts): (Vec<NewImport>, Vec<usize>) = prepared
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .unzip();
     let counts = counts.into_iter().zip(held).collect();
     Ok(Read::File(format, transcripts, imports, counts))
 }

@@ -3,6 +3,7 @@
 //! an error is also printed on stdout as `{"error": {"kind", "code", "message"}}`, the one
 //! object the command prints.
 
+mod ahead;
 mod args;
 mod call;
 mod chat;

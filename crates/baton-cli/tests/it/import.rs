@@ -738,3 +738,72 @@ fn concurrent_importers_make_one_run() {
         assert_eq!(all[0]["last_seq"], 200);
     }
 }
+
+/// A tree imported in one command (its files prepared on every core, ahead of the store)
+/// stores what importing its files one by one, in path order, stores: the same report lines in
+/// the same order, the same runs. The Claude Code and Codex folders hold the order-sensitive
+/// cases: a session grown in a later file, subagents in their own files and inline.
+#[test]
+fn a_tree_imported_at_once_equals_its_files_imported_one_by_one() {
+    let Some(corpus) = corpus() else { return };
+    let pairs = [
+        [Sandbox::new(), Sandbox::new()],
+        [Sandbox::postgres(), Sandbox::postgres()],
+    ];
+    let line = |run: &Value| {
+        (
+            file_of(run),
+            run["status"].as_str().unwrap().to_owned(),
+            run["messages"].as_u64().unwrap(),
+            run["appended"].as_u64().unwrap(),
+            run["subagent"].as_bool().unwrap(),
+            run["source_session_id"].clone(),
+        )
+    };
+    let listed = |sb: &Sandbox| {
+        let list = sb.run(&["runs", "list", "--all", "--json"]).ok().json();
+        let mut runs: Vec<String> = list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {} {} {} {}",
+                    r["agent"],
+                    r["messages"],
+                    r["tokens"],
+                    r["usage_tokens"],
+                    r["title"],
+                    r["parent_run"].is_null(),
+                    r["subagents"]
+                )
+            })
+            .collect();
+        runs.sort();
+        runs
+    };
+    for [at_once, one_by_one] in pairs {
+        let dirs = ["claude-code-jsonl", "codex-rollout-jsonl"].map(|d| corpus.join(d));
+        let (_, report) = import_json(
+            &at_once,
+            &[dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap()],
+        );
+        let together: Vec<_> = runs(&report).iter().map(line).collect();
+
+        let mut separately = Vec::new();
+        for dir in &dirs {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            for file in files {
+                let (_, report) = import_json(&one_by_one, &[file.to_str().unwrap()]);
+                separately.extend(runs(&report).iter().map(line));
+            }
+        }
+        assert!(together.len() > 30, "{} runs", together.len());
+        assert_eq!(together, separately);
+        assert_eq!(listed(&at_once), listed(&one_by_one));
+    }
+}
