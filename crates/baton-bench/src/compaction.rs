@@ -260,7 +260,7 @@ pub(crate) async fn import_file(
         .import(tenant, imports, Reimport::No)
         .await
         .with_context(|| format!("importing {}", file.display()))?;
-    Ok(outcomes.iter().map(|o| o.run().id.clone()).collect())
+    Ok(outcomes.iter().map(|o| o.id().clone()).collect())
 }
 
 /// A run's whole history and the tokens its rules and goal take, as `baton replay` reads them.

@@ -547,6 +547,7 @@ async fn import_corpus(
                 }
                 Imported::Extended { appended, .. } => counts.messages_stored += appended,
                 Imported::UpToDate(_) | Imported::Grown { .. } => counts.already += 1,
+                Imported::Deleted { .. } => bail!("a fresh database holds no deleted run"),
             }
         }
     }

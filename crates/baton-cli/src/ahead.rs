@@ -242,13 +242,29 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "file 3 is bad")]
     fn a_job_that_panics_panics_in_the_consumer_at_its_turn() {
         let mut ahead = ReadAhead::start(5, 2, 4, |i| {
             assert!(i != 3, "file {i} is bad");
             i
         });
-        block_on(async { while ahead.next().await.is_some() {} });
+        let mut taken = Vec::new();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            block_on(async {
+                while let Some(i) = ahead.next().await {
+                    taken.push(i);
+                }
+            })
+        }));
+        let panic = caught.expect_err("the job's panic reaches the consumer");
+        assert_eq!(
+            panic.downcast_ref::<String>().map(String::as_str),
+            Some("file 3 is bad")
+        );
+        assert_eq!(
+            taken,
+            [0, 1, 2],
+            "the results before it were delivered, in order"
+        );
     }
 
     #[test]

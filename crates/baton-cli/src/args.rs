@@ -580,6 +580,11 @@ pub struct ImportArgs {
     /// edited or replaced since, which is otherwise refused. The runs imported before stay.
     #[arg(long, conflicts_with = "reimport")]
     pub as_new: bool,
+    /// Import again a source whose run was deleted (`baton runs delete`), as a new run; without
+    /// it such a source is reported `deleted` and nothing of it is stored. Also appends what
+    /// imported sources gained, as `--reimport` does.
+    #[arg(long, conflicts_with = "as_new")]
+    pub restore: bool,
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,

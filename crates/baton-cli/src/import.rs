@@ -49,7 +49,8 @@ struct RunLine {
     id: RunId,
     source: String,
     format: &'static str,
-    /// `created`, `up_to_date`, `grown` or `extended`.
+    /// `created`, `up_to_date`, `grown`, `extended` or `deleted` (its run was deleted; nothing
+    /// stored).
     status: &'static str,
     source_session_id: Option<String>,
     /// Messages in the transcript.
@@ -89,6 +90,8 @@ struct Totals {
     up_to_date: usize,
     grown: usize,
     extended: usize,
+    /// Sources whose run was deleted: nothing stored.
+    deleted: usize,
     messages: u64,
     tool_calls: u64,
     /// Runs created for subagents.
@@ -114,7 +117,9 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         .map(RunId::new)
         .transpose()
         .map_err(|e| InvalidInput(format!("--run: {e}")))?;
-    let reimport = if args.reimport {
+    let reimport = if args.restore {
+        Reimport::Restore
+    } else if args.reimport {
         Reimport::AppendNew
     } else {
         Reimport::No
@@ -217,6 +222,7 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
             "created" => totals.created += 1,
             "up_to_date" => totals.up_to_date += 1,
             "grown" => totals.grown += 1,
+            "deleted" => totals.deleted += 1,
             _ => totals.extended += 1,
         }
     }
@@ -277,6 +283,8 @@ struct HistoryReport {
     created: usize,
     extended: usize,
     up_to_date: usize,
+    /// Recovered runs the user deleted since: not brought back (`--restore` does).
+    deleted: usize,
     /// Prompts stored by this import.
     prompts_stored: u64,
     /// Prompts without a session id (older Claude Code), kept in one run per project.
@@ -352,8 +360,9 @@ async fn history(env: &Env, path: &Path) -> anyhow::Result<HistoryReport> {
                 report.prompts_stored += appended;
             }
             Imported::UpToDate(_) | Imported::Grown { .. } => report.up_to_date += 1,
+            Imported::Deleted { .. } => report.deleted += 1,
         }
-        report.runs.push(outcome.run().id.clone());
+        report.runs.push(outcome.id().clone());
     }
     Ok(report)
 }
@@ -596,6 +605,7 @@ fn run_line(
         Imported::UpToDate(_) => ("up_to_date", 0, 0),
         Imported::Grown { new, .. } => ("grown", 0, *new),
         Imported::Extended { appended, .. } => ("extended", *appended, 0),
+        Imported::Deleted { .. } => ("deleted", 0, 0),
     };
     let first_appended = t.messages.len().saturating_sub(appended as usize);
     let appended_tool_calls = t.messages[first_appended..]
@@ -603,7 +613,7 @@ fn run_line(
         .map(|m| m.message.tool_use_ids().count() as u64)
         .sum();
     RunLine {
-        id: outcome.run().id.clone(),
+        id: outcome.id().clone(),
         source: source.to_owned(),
         format: format.name(),
         status,
@@ -680,6 +690,11 @@ fn print_file(
                 "{path}: run {} extended by {}",
                 l.id,
                 plural(l.appended as usize, "message")
+            )?,
+            "deleted" => writeln!(
+                out,
+                "{path}: its run {} was deleted; nothing stored (`baton import --restore` imports it again)",
+                l.id
             )?,
             _ => {}
         }
@@ -780,6 +795,12 @@ fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
     }
     if t.up_to_date + t.grown > 0 {
         parts.push(format!("{} already imported", t.up_to_date + t.grown));
+    }
+    if t.deleted > 0 {
+        parts.push(format!(
+            "{} whose run was deleted (not stored; --restore)",
+            plural(t.deleted, "source")
+        ));
     }
     if t.skipped > 0 {
         parts.push(format!("{} skipped (not transcripts)", t.skipped));

@@ -470,6 +470,36 @@ impl ImportRows for PgTx {
         .await
     }
 
+    async fn keep_deleted(&mut self, run: i64, at: Timestamp) -> Result<(), Error> {
+        let sql = "INSERT INTO deleted_sources (tenant_id, source_key, run_id, deleted_at)
+                   SELECT o.tenant_id, o.source_key, r.id, $2
+                   FROM run_origins o JOIN runs r ON r.pk = o.run_pk WHERE o.run_pk = $1
+                   ON CONFLICT (tenant_id, source_key) DO UPDATE
+                   SET run_id = excluded.run_id, deleted_at = excluded.deleted_at";
+        self.exec(sql, &[&run, &at.0]).await.map(drop)
+    }
+
+    async fn deleted_source(
+        &mut self,
+        tenant: &TenantId,
+        source_key: &str,
+    ) -> Result<Option<(RunId, Timestamp)>, Error> {
+        self.one(
+            "SELECT run_id, deleted_at FROM deleted_sources
+             WHERE tenant_id = $1 AND source_key = $2",
+            &[&tenant.as_str(), &source_key],
+            |r| Ok((RunId::new(r.text_at(0)?)?, r.time(1)?)),
+        )
+        .await
+    }
+
+    async fn restore_source(&mut self, tenant: &TenantId, source_key: &str) -> Result<(), Error> {
+        let sql = "DELETE FROM deleted_sources WHERE tenant_id = $1 AND source_key = $2";
+        self.exec(sql, &[&tenant.as_str(), &source_key])
+            .await
+            .map(drop)
+    }
+
     async fn stored_source(&mut self, run: i64) -> Result<(u64, Digest, u64), Error> {
         let sql = "SELECT source_messages, source_digest,
                 (SELECT COUNT(*) FROM source_compactions WHERE run_pk = $1)

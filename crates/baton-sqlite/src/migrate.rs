@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0009_ledger_by_key.sql"),
     include_str!("../migrations/0010_usage.sql"),
     include_str!("../migrations/0011_runs.sql"),
+    include_str!("../migrations/0012_deleted_sources.sql"),
 ];
 
 /// The schema version this build writes.

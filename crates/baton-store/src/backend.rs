@@ -362,6 +362,17 @@ pub trait ImportRows: Send {
         tenant: &TenantId,
         source_key: &str,
     ) -> Result<Option<(i64, RunId)>, Error>;
+    /// Records the source key of the imported run `run` as deleted, with the run's id and
+    /// `at` (nothing for a run that was not imported). Called before the run's rows go.
+    async fn keep_deleted(&mut self, run: i64, at: Timestamp) -> Result<(), Error>;
+    /// The id of the deleted run that held `source_key`, and when it was deleted.
+    async fn deleted_source(
+        &mut self,
+        tenant: &TenantId,
+        source_key: &str,
+    ) -> Result<Option<(RunId, Timestamp)>, Error>;
+    /// Forgets that `source_key`'s run was deleted (an import with `Reimport::Restore`).
+    async fn restore_source(&mut self, tenant: &TenantId, source_key: &str) -> Result<(), Error>;
     /// What the run holds of its source: its messages, their digest, its compaction events.
     async fn stored_source(&mut self, run: i64) -> Result<(u64, Digest, u64), Error>;
     /// Records the run's origin, and links the subagent runs imported before it.

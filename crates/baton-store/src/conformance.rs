@@ -136,6 +136,7 @@ macro_rules! conformance_tests {
             api_keys_authenticate_their_tenant_until_revoked,
             runs_are_listed_with_project_title_activity_and_cost,
             a_deleted_run_leaves_no_row_and_other_runs_untouched,
+            a_deleted_runs_source_stays_deleted_until_restored,
             history_stays_append_only_outside_a_deletion
         );
     };

@@ -274,7 +274,10 @@ impl<B: Backend> Store for B {
                 next += 1;
             }
             let mut messages = 0;
+            let now = Timestamp::now();
             for (pk, _) in victims.iter().rev() {
+                // An imported run's source stays deleted: importing it again stores nothing.
+                tx.keep_deleted(*pk, now).await?;
                 messages += tx.delete_run(*pk).await?;
             }
             Ok(Deleted {

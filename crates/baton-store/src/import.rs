@@ -187,6 +187,9 @@ pub enum Reimport {
     No,
     /// Append the messages the source gained since it was imported.
     AppendNew,
+    /// As `AppendNew`, and a source whose run was deleted is imported again, as a new run (by
+    /// default such a source is reported [`Imported::Deleted`] and nothing is stored).
+    Restore,
 }
 
 /// What an import did with one transcript.
@@ -214,16 +217,37 @@ pub enum Imported {
         /// How many messages were appended.
         appended: u64,
     },
+    /// The source's run was deleted (`Store::delete_run`), so nothing was stored: a deleted
+    /// run does not come back because its file grew or was imported again, unless the import
+    /// asks for it with [`Reimport::Restore`].
+    Deleted {
+        /// The id the deleted run had.
+        run: RunId,
+        /// When it was deleted.
+        at: Timestamp,
+    },
 }
 
 impl Imported {
-    /// The run the transcript is in.
-    pub fn run(&self) -> &Run {
+    /// The run the transcript is in; `None` for a source whose run was deleted.
+    pub fn run(&self) -> Option<&Run> {
         match self {
             Imported::Created(run)
             | Imported::UpToDate(run)
             | Imported::Grown { run, .. }
-            | Imported::Extended { run, .. } => run,
+            | Imported::Extended { run, .. } => Some(run),
+            Imported::Deleted { .. } => None,
+        }
+    }
+
+    /// The id of the run the transcript is in (of the deleted run, for [`Imported::Deleted`]).
+    pub fn id(&self) -> &RunId {
+        match self {
+            Imported::Deleted { run, .. } => run,
+            Imported::Created(run)
+            | Imported::UpToDate(run)
+            | Imported::Grown { run, .. }
+            | Imported::Extended { run, .. } => &run.id,
         }
     }
 }
@@ -579,7 +603,7 @@ pub(crate) fn decide(
     if new == 0 {
         // A source can gain a compaction event after its last message (the agent compacted,
         // then the file was read): record it, with nothing to append.
-        if reimport == Reimport::AppendNew && compactions_from < import.compactions.len() {
+        if reimport != Reimport::No && compactions_from < import.compactions.len() {
             return Ok(Decision::Append {
                 from: import.entries.len(),
                 compactions_from,
@@ -696,11 +720,22 @@ pub(crate) async fn store<B: Backend>(
             let now = Timestamp::now();
             let mut outcomes = Vec::with_capacity(file.len());
             for (index, (import, prepared)) in file.iter().enumerate() {
-                let (pk, outcome) = match tx.source(&tenant, &import.origin.source_key).await? {
-                    None => create(tx, &tenant, import, prepared, now).await?,
+                let key = &import.origin.source_key;
+                let (pk, outcome) = match tx.source(&tenant, key).await? {
                     Some((_, run)) => {
                         extend(tx, &tenant, (index, import, prepared), &run, reimport, now).await?
                     }
+                    None => match tx.deleted_source(&tenant, key).await? {
+                        Some((run, at)) if reimport != Reimport::Restore => {
+                            outcomes.push(Imported::Deleted { run, at });
+                            continue;
+                        }
+                        Some(_) => {
+                            tx.restore_source(&tenant, key).await?;
+                            create(tx, &tenant, import, prepared, now).await?
+                        }
+                        None => create(tx, &tenant, import, prepared, now).await?,
+                    },
                 };
                 // A response's usage is kept once its message is stored: all of them, unless
                 // the source grew and was not extended.

@@ -658,6 +658,9 @@ impl Watch<'_> {
                 Imported::Created(_) => ("created", t.messages.len() as u64),
                 Imported::Extended { appended, .. } => ("extended", *appended),
                 Imported::UpToDate(_) | Imported::Grown { .. } => ("up_to_date", 0),
+                // The user deleted the run: its file growing brings nothing back, and says so
+                // only in the import report (`baton import`), not on every write here.
+                Imported::Deleted { .. } => ("deleted", 0),
             };
             match status {
                 "created" => self.stats.runs_created += 1,
@@ -666,9 +669,9 @@ impl Watch<'_> {
             }
             self.stats.messages += appended;
             seen.held |= *held > 0;
-            seen.runs.push(outcome.run().id.clone());
+            seen.runs.push(outcome.id().clone());
             runs.push(RunChange {
-                run: outcome.run().id.clone(),
+                run: outcome.id().clone(),
                 status,
                 appended,
                 held: *held,
@@ -676,7 +679,10 @@ impl Watch<'_> {
             });
         }
         self.state.record(file.to_path_buf(), seen);
-        if runs.iter().any(|r| r.status != "up_to_date") {
+        if runs
+            .iter()
+            .any(|r| !matches!(r.status, "up_to_date" | "deleted"))
+        {
             report(&Event::Imported {
                 path: file.to_path_buf(),
                 format: read.format.name(),

@@ -655,6 +655,7 @@ fn flags_and_output_modes() {
         keys(&report["totals"]),
         [
             "created",
+            "deleted",
             "extended",
             "failed",
             "files",

@@ -302,15 +302,42 @@ fn runs_delete_removes_a_run_and_its_subagents_after_yes() {
                 < usage_before["totals"]["outputTokens"].as_u64(),
             "{usage_after}"
         );
-        // Deleted for good: importing the file again makes new runs.
-        let again = sb.run(&["--json", "import", &orchestrator]).ok().json();
+        // Deleted for good: importing the file again, with or without --reimport, stores
+        // nothing and names the deleted runs; the plain report says how to bring them back.
+        for flags in [&[][..], &["--reimport"][..]] {
+            let mut args = vec!["--json", "import"];
+            args.extend_from_slice(flags);
+            args.push(&orchestrator);
+            let again = sb.run(&args).ok().json();
+            let runs = again["runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 6, "{again}");
+            assert!(runs.iter().all(|r| r["status"] == "deleted"), "{again}");
+            assert!(runs.iter().any(|r| r["id"] == top.as_str()), "{again}");
+            assert_eq!(again["totals"]["deleted"], 6);
+            assert_eq!(again["totals"]["messages"], 0);
+        }
+        let said = sb.run(&["import", &orchestrator]).ok().stdout;
         assert!(
-            again["runs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| r["status"] == "created")
+            said.contains(&format!("its run {top} was deleted; nothing stored")),
+            "{said}"
         );
+        assert!(said.contains("6 sources whose run was deleted"), "{said}");
+        assert_eq!(list(&sb, &["--all"])["total"], 1);
+        // --restore imports them again, as new runs; --restore and --as-new conflict.
+        let conflict = sb.run(&["import", "--restore", "--as-new", &orchestrator]);
+        assert_eq!(conflict.code, 2, "{}", conflict.stderr);
+        assert!(
+            conflict.stderr.contains("'--as-new'"),
+            "{}",
+            conflict.stderr
+        );
+        let again = sb
+            .run(&["--json", "import", "--restore", &orchestrator])
+            .ok()
+            .json();
+        let runs = again["runs"].as_array().unwrap();
+        assert!(runs.iter().all(|r| r["status"] == "created"), "{again}");
+        assert!(runs.iter().all(|r| r["id"] != top.as_str()), "{again}");
         assert_eq!(list(&sb, &["--all"])["total"], 7);
         // The table form says what went.
         let said = sb.run(&["runs", "delete", &kept[0], "--yes"]).ok().stdout;

@@ -86,7 +86,7 @@ async fn writes_queued_together_commit_together_and_a_failing_one_fails_alone() 
         .import(&t, vec![import("edited", &["a", "b"])], Reimport::No)
         .await
         .unwrap();
-    let edited = imported[0].run().id.clone();
+    let edited = imported[0].id().clone();
 
     // While another process holds the lock, every write below queues; when it lets go, the
     // writer thread takes them together and commits them in one transaction.

@@ -430,10 +430,15 @@ pub async fn a_deleted_run_leaves_no_row_and_other_runs_untouched(h: &dyn Harnes
     drop(store);
 
     let store = h.open().await;
+    let mut after = h.table_rows().await;
     assert_eq!(
-        h.table_rows().await,
-        before,
-        "every table holds what it held before the deleted runs were made"
+        after.insert("deleted_sources".into(), before["deleted_sources"]),
+        Some(before["deleted_sources"] + 2),
+        "the two deleted runs' sources are kept as deleted"
+    );
+    assert_eq!(
+        after, before,
+        "every other table holds what it held before the deleted runs were made"
     );
     assert_eq!(
         h.indexed("mango").await,
@@ -461,20 +466,95 @@ pub async fn a_deleted_run_leaves_no_row_and_other_runs_untouched(h: &dyn Harnes
         .await
         .unwrap();
     assert_eq!(listed.total, 2);
+}
 
-    // The source can be imported again, as a new run.
-    let again = import(
-        &*store,
-        &t,
+/// A deleted run's source stays deleted: importing it again, grown or not, with or without
+/// `AppendNew`, stores nothing and says which run was deleted; its subagent likewise; another
+/// tenant's import of the same source is its own; `Restore` imports it as a new run.
+pub async fn a_deleted_runs_source_stays_deleted_until_restored(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let (gone, gone_child) = full_run(&*store, &t, "gone", "mango").await;
+    let deleted = store.delete_run(&t, &gone).await.unwrap();
+    assert_eq!(deleted.subagents, std::slice::from_ref(&gone_child));
+    let emptied = h.table_rows().await;
+    assert_eq!(emptied["deleted_sources"], 2);
+
+    let parent = || {
         session(
             "gone",
             "/p",
             ("2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"),
             "mango",
-        ),
-    )
-    .await;
-    assert_ne!(again, gone);
+        )
+    };
+    let mut grown = parent();
+    let mut entries = grown.entries().to_vec();
+    entries.push(NewEntry::estimated(baton_core::Message::text(
+        Role::User,
+        "and one more thing",
+    )));
+    grown = NewImport::new(None, grown.origin.clone(), entries, vec![]);
+    let mut child = session(
+        "gone/agent",
+        "/p",
+        ("2026-01-01T10:10:00Z", "2026-01-01T10:20:00Z"),
+        "mango",
+    );
+    child.origin.parent_key = Some("gone".into());
+    for reimport in [Reimport::No, Reimport::AppendNew] {
+        for (import, was) in [
+            (parent(), &gone),
+            (grown.clone(), &gone),
+            (child.clone(), &gone_child),
+        ] {
+            let outcome = store.import(&t, vec![import], reimport).await.unwrap();
+            match outcome.as_slice() {
+                [Imported::Deleted { run, at }] => {
+                    assert_eq!(run, was);
+                    assert!(at.0 > 0);
+                }
+                other => {
+                    panic!("{reimport:?}: expected the source reported deleted, got {other:?}")
+                }
+            }
+        }
+    }
+    assert_eq!(
+        h.table_rows().await,
+        emptied,
+        "nothing of a deleted source is stored"
+    );
+    let listed = store
+        .list_run_summaries(&t, &RunQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 0);
+
+    // Another tenant's source of the same key was never deleted.
+    let stranger = TenantId::new("stranger").unwrap();
+    import(&*store, &stranger, parent()).await;
+
+    // Restored: a new run, and the source is an ordinary one again.
+    let outcome = store
+        .import(&t, vec![grown.clone()], Reimport::Restore)
+        .await
+        .unwrap();
+    let [Imported::Created(again)] = outcome.as_slice() else {
+        panic!("expected a new run, got {outcome:?}");
+    };
+    assert_ne!(again.id, gone);
+    assert_eq!(again.last_seq, Seq(5));
+    assert_eq!(
+        h.table_rows().await["deleted_sources"],
+        1,
+        "the child is still deleted"
+    );
+    let outcome = store.import(&t, vec![grown], Reimport::No).await.unwrap();
+    assert!(
+        matches!(outcome.as_slice(), [Imported::UpToDate(run)] if run.id == again.id),
+        "{outcome:?}"
+    );
 }
 
 pub async fn history_stays_append_only_outside_a_deletion(h: &dyn Harness) {
@@ -505,7 +585,11 @@ pub async fn history_stays_append_only_outside_a_deletion(h: &dyn Harness) {
     )
     .await;
     store.delete_run(&t, &other).await.unwrap();
-    assert_eq!(h.table_rows().await, before);
+    let mut after = h.table_rows().await;
+    // The deleted run's source is kept as deleted; every other table is as it was.
+    let kept = after.insert("deleted_sources".into(), before["deleted_sources"]);
+    assert_eq!(kept, Some(before["deleted_sources"] + 1));
+    assert_eq!(after, before);
     let err = h.execute("DELETE FROM history").await.unwrap_err();
     assert!(err.contains("append-only"), "{err}");
     assert_eq!(store.run(&t, &run).await.unwrap().last_seq, Seq(5));
