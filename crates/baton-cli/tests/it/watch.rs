@@ -200,14 +200,21 @@ fn wait_for(sb: &Sandbox, run: &str, expected: &[Value]) {
     }
 }
 
+/// On both backends: a live session followed burst by burst, restarts that read only what
+/// changed, and a deleted run that its file's growth does not bring back.
 #[test]
 fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchanged() {
     let Some(source) = corpus_file(SESSION) else {
         return;
     };
-    let full = std::fs::read_to_string(&source).unwrap();
+    for sb in Sandbox::each() {
+        follow(&sb, &source);
+    }
+}
+
+fn follow(sb: &Sandbox, source: &Path) {
+    let full = std::fs::read_to_string(source).unwrap();
     let lines: Vec<&str> = full.lines().collect();
-    let sb = Sandbox::new();
     let tree = sb.dir.path().join("projects");
     let project = tree.join("-path-to-Demo");
     std::fs::create_dir_all(&project).unwrap();
@@ -220,7 +227,7 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
     let live = project.join(format!("{SESSION_ID}.jsonl"));
     std::fs::write(&live, format!("{}\n", lines[..10].join("\n"))).unwrap();
 
-    let w = Watcher::start(&sb, &tree, &settings);
+    let w = Watcher::start(sb, &tree, &settings);
     let started = w.next();
     assert_eq!(started["event"], "started", "{started}");
     assert_eq!(started["files"], 3);
@@ -235,7 +242,7 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
     assert_eq!(created["runs"][0]["status"], "created", "{created}");
     let stored = created["runs"][0]["appended"].as_u64().unwrap();
     assert!(stored > 0);
-    assert_eq!(messages(&sb, &run).len() as u64, stored);
+    assert_eq!(messages(sb, &run).len() as u64, stored);
 
     // The agent writes on, a few lines at a time; each burst is picked up as it comes.
     for chunk in lines[10..].chunks(9) {
@@ -243,7 +250,7 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
         std::thread::sleep(Duration::from_millis(300));
     }
     let (settled, n_runs) = one_shot(&full, false);
-    wait_for(&sb, &run, &settled);
+    wait_for(sb, &run, &settled);
     let mut extended = 0;
     while let Ok(event) = w.events.try_recv() {
         if event["event"] == "imported" {
@@ -259,11 +266,11 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
     let (stats, _) = w.stop("-TERM");
     assert_eq!(stats["runs_created"].as_u64(), Some(n_runs as u64));
     assert_eq!(stats["failed"], 0);
-    assert_eq!(runs(&sb).len(), n_runs, "nothing duplicated");
+    assert_eq!(runs(sb).len(), n_runs, "nothing duplicated");
 
     // The session ended while nobody watched: the restart reads that file once, whole.
     age(&live);
-    let w = Watcher::start(&sb, &tree, &settings);
+    let w = Watcher::start(sb, &tree, &settings);
     let started = w.next();
     assert_eq!(
         (started["unchanged"].as_u64(), started["to_read"].as_u64()),
@@ -271,19 +278,19 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
         "{started}"
     );
     let (finished, _) = one_shot(&full, true);
-    wait_for(&sb, &run, &finished);
+    wait_for(sb, &run, &finished);
     let (stats, _) = w.stop("-INT");
     assert_eq!(stats["files_read"], 1);
     assert_eq!(stats["runs_created"], 0);
-    assert_eq!(runs(&sb).len(), n_runs);
+    assert_eq!(runs(sb).len(), n_runs);
     assert_eq!(
-        messages(&sb, &run),
+        messages(sb, &run),
         finished,
         "followed line by line, the run is what a one-shot import of the finished file makes"
     );
 
     // A restart on an unchanged tree does no import work: every file is only stat'ed.
-    let w = Watcher::start(&sb, &tree, &settings);
+    let w = Watcher::start(sb, &tree, &settings);
     let started = w.next();
     assert_eq!(
         (started["unchanged"].as_u64(), started["to_read"].as_u64()),
@@ -294,7 +301,28 @@ fn watch_follows_a_session_as_it_is_written_and_a_restart_reads_nothing_unchange
     assert_eq!(stats["files_read"], 0, "{printed:?}");
     assert_eq!(stats["messages"], 0);
     assert!(printed.is_empty(), "nothing to log: {printed:?}");
-    assert_eq!(runs(&sb).len(), n_runs);
+    assert_eq!(runs(sb).len(), n_runs);
+
+    // The user deletes the run (a secret in it, say): the session going on while watched
+    // brings nothing of it back.
+    let deleted = sb
+        .run(&["--json", "runs", "delete", &run, "--yes"])
+        .ok()
+        .json();
+    let left = n_runs - 1 - deleted["subagents"].as_array().unwrap().len();
+    assert_eq!(runs(sb).len(), left);
+    let w = Watcher::start(sb, &tree, &settings);
+    assert_eq!(w.next()["event"], "started");
+    append(&live, &[lines[lines.len() - 1]]);
+    std::thread::sleep(Duration::from_secs(3));
+    let (stats, printed) = w.stop("-TERM");
+    assert_eq!(stats["files_read"], 1, "{printed:?}");
+    assert_eq!(
+        (stats["runs_created"].as_u64(), stats["messages"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(printed.is_empty(), "a deleted run is not news: {printed:?}");
+    assert_eq!(runs(sb).len(), left, "the deleted run stays deleted");
 }
 
 #[test]
