@@ -29,6 +29,14 @@
 //! LiteLLM's misses, and the hit rates beside the Python client's rate against the no-op server,
 //! since both bound what any gateway can show here.
 //!
+//! The Python client tops out near 2,600 req/s here, below what the gateway serves, so the
+//! same targets are also loaded by `wrk` (Debian's package; issue 18, item 8), driven by the
+//! same driver while its mock runs: 64 connections on 2 threads for hits (one body) and misses
+//! (a distinct body per request, from wrk's Lua), beside the no-op server's and the mock's own
+//! rates under the same generator, then 1 connection for the p99 a hit adds. Without `wrk` on
+//! `PATH` those lines are skipped with one line. LiteLLM is not loaded by wrk (its proxy is
+//! started and measured by the peer script itself).
+//!
 //! A missing `python3` or peer script skips the section with one line; a missing or broken
 //! LiteLLM skips its side with one line. `--quick` runs baton's side small and skips LiteLLM.
 
@@ -67,7 +75,10 @@ sys.argv = [peer.__file__] + sys.argv[2:]; peer.main()";
 const DRIVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/gateway_driver.py");
 
 /// How long the driver may take, from its start to its figures.
-const DRIVER_TIMEOUT: Duration = Duration::from_secs(300);
+const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Seconds of each wrk load (1 with `--quick`).
+const WRK_SECONDS: u64 = 5;
 
 /// How long the LiteLLM peer may take, proxy start-up (up to 240 s) included.
 const PEER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -95,6 +106,8 @@ struct Sizes {
     miss_sequential: usize,
     /// Requests per measurement of the LiteLLM peer (about 45/s on hits, 26/s on misses).
     peer_requests: usize,
+    /// Seconds of each wrk load.
+    wrk_seconds: u64,
 }
 
 /// The section: prints its lines and adds its figures.
@@ -112,6 +125,7 @@ pub(crate) fn section(
             miss_requests: 200,
             miss_sequential: 20,
             peer_requests: 0,
+            wrk_seconds: 1,
         }
     } else {
         Sizes {
@@ -121,6 +135,7 @@ pub(crate) fn section(
             miss_requests: 1_500,
             miss_sequential: 200,
             peer_requests: 400,
+            wrk_seconds: WRK_SECONDS,
         }
     };
     writeln!(
@@ -148,7 +163,8 @@ pub(crate) fn section(
         return Ok(());
     }
 
-    let Some(baton) = measure_baton(dir, peers, sizes)? else {
+    let wrk = on_path("wrk");
+    let Some(baton) = measure_baton(dir, peers, sizes, wrk.as_deref())? else {
         writeln!(
             out,
             "    skipped: the gateway answers 404 to POST /v1/chat/completions (no route yet)"
@@ -261,6 +277,13 @@ pub(crate) fn section(
         Some(Target::AtMost(1.0)),
     );
     report.details.insert("gateway".into(), baton.raw.clone());
+    match &wrk {
+        Some(_) => print_wrk(out, report, &baton.raw["wrk"])?,
+        None => writeln!(
+            out,
+            "    wrk (native load generator): skipped, not on PATH (`apt-get install wrk`)"
+        )?,
+    }
 
     if quick {
         writeln!(out, "    litellm: skipped (--quick)")?;
@@ -456,10 +479,105 @@ impl Peer {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The native load generator
+
+/// `name` found in a directory of `PATH`.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The median over runs of `field` of the wrk load `name`.
+fn wrk_median(wrk: &Value, name: &str, field: &str) -> anyhow::Result<f64> {
+    let rows = wrk[name]
+        .as_array()
+        .ok_or_else(|| anyhow!("no wrk load {name} in the driver's figures"))?;
+    if let Some(failed) = rows.iter().find_map(|r| r["failed"].as_str()) {
+        bail!("wrk {name} failed: {failed}");
+    }
+    let values: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            r[field]
+                .as_f64()
+                .ok_or_else(|| anyhow!("wrk {name}: no {field}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(crate::median(&values))
+}
+
+/// The wrk loads (issue 18, item 8): hits and misses at 64 connections against the no-op
+/// server's and the mock's own rates under the same generator, and the p99 a hit adds at 1.
+fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::Result<()> {
+    let m = |name: &str, field: &str| wrk_median(wrk, name, field);
+    let errors: u64 = [
+        "noop",
+        "direct_mock",
+        "hits",
+        "misses",
+        "noop_c1",
+        "hits_c1",
+    ]
+    .iter()
+    .flat_map(|name| wrk[*name].as_array().cloned().unwrap_or_default())
+    .map(|r| r["non_2xx"].as_u64().unwrap_or(0) + r["socket_errors"].as_u64().unwrap_or(0))
+    .sum();
+    let (hits, misses) = (m("hits", "rps")?, m("misses", "rps")?);
+    let (noop, mock) = (m("noop", "rps")?, m("direct_mock", "rps")?);
+    let added_p99 = m("hits_c1", "p99_ms")? - m("noop_c1", "p99_ms")?;
+    writeln!(
+        out,
+        "    wrk, {} connections on {} threads, {} s a load (medians of runs): baton hits {hits:.0} req/s (p99 {:.2} ms), misses {misses:.0} req/s = {:.2}x the mock's own {mock:.0} req/s; the no-op server {noop:.0} req/s; a hit adds p99 {added_p99:+.2} ms at 1 connection; {errors} non-2xx or socket errors",
+        wrk["connections"],
+        wrk["threads"],
+        wrk["seconds"],
+        m("hits", "p99_ms")?,
+        misses / mock,
+    )?;
+    report.figure(
+        "gateway_wrk_hit_rps",
+        "12 gateway hits under wrk, 64 connections",
+        hits,
+        Unit::PerSecond("req"),
+        Some(Target::AtLeast(20_000.0)),
+    );
+    report.figure(
+        "gateway_wrk_miss_vs_mock",
+        "12 gateway misses vs the mock alone under wrk",
+        misses / mock,
+        Unit::Ratio,
+        Some(Target::AtLeast(0.8)),
+    );
+    report.figure(
+        "gateway_wrk_hit_added_p99_ms",
+        "12 gateway hit under wrk: added p99 (1 connection)",
+        added_p99,
+        Unit::Millis,
+        Some(Target::AtMost(1.0)),
+    );
+    report.figure(
+        "gateway_wrk_errors",
+        "12 gateway under wrk: non-2xx and socket errors",
+        errors as f64,
+        Unit::Count("errors"),
+        Some(Target::AtMost(0.0)),
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // baton's side
 
 /// Runs the driver against baton's gateway; `None` when the gateway has no route.
-fn measure_baton(dir: &Path, peers: &Path, sizes: Sizes) -> anyhow::Result<Option<Value>> {
+fn measure_baton(
+    dir: &Path,
+    peers: &Path,
+    sizes: Sizes,
+    wrk: Option<&Path>,
+) -> anyhow::Result<Option<Value>> {
     let stderr_path = dir.join("gateway-driver.err");
     let stderr = std::fs::File::create(&stderr_path).context("creating the driver's log")?;
     let mut child = Command::new("python3")
@@ -473,6 +591,15 @@ fn measure_baton(dir: &Path, peers: &Path, sizes: Sizes) -> anyhow::Result<Optio
         .args(["--miss-sequential", &sizes.miss_sequential.to_string()])
         .args(["--burst", &BURST.to_string()])
         .args(["--burst-delay-ms", &BURST_DELAY_MS.to_string()])
+        .args(match &wrk {
+            Some(path) => vec![
+                "--wrk".to_owned(),
+                path.display().to_string(),
+                "--wrk-seconds".to_owned(),
+                sizes.wrk_seconds.to_string(),
+            ],
+            None => vec![],
+        })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)

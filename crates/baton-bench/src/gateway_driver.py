@@ -22,6 +22,7 @@ import argparse
 import http.client
 import json
 import statistics
+import os
 import sys
 import threading
 from http.server import ThreadingHTTPServer
@@ -38,6 +39,10 @@ def main():
     ap.add_argument("--miss-sequential", type=int, default=200)
     ap.add_argument("--burst", type=int, default=50)
     ap.add_argument("--burst-delay-ms", type=int, default=200)
+    # A native load generator beside the Python client (issue 18, item 8): the client's own
+    # ceiling (about 2,600 req/s) hides what the gateway can do.
+    ap.add_argument("--wrk", help="the wrk binary; without it the wrk loads are skipped")
+    ap.add_argument("--wrk-seconds", type=int, default=5)
     args = ap.parse_args()
     sys.path.insert(0, args.peers)
     import litellm_proxy_bench as peer  # noqa: E402  (found through --peers)
@@ -109,6 +114,9 @@ def main():
         for name, rs in rows.items():
             res[name] = summarize(rs)
 
+        if args.wrk:
+            res["wrk"] = wrk_loads(args, peer, gateway, mock_port, noop)
+
         peer.UPSTREAM["delay_s"] = args.burst_delay_ms / 1000
         bursts = [peer.burst(gateway, args.burst, f"baton burst key {r}") for r in range(args.runs)]
         peer.UPSTREAM["delay_s"] = 0.0
@@ -120,6 +128,95 @@ def main():
     finally:
         upstream.shutdown()
     print(json.dumps(res), flush=True)
+
+
+# wrk's Lua: POSTs of the peer's body to /v1/chat/completions. With BODY_PREFIX set, every
+# request's body is distinct (thread id and counter in its text): misses; else one body: hits.
+WRK_SCRIPT = r"""
+local prefix = os.getenv("BODY_PREFIX")
+local auth = os.getenv("AUTH")
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local n = 0
+local function body(text)
+  return '{"model": "mock-gpt", "messages": [{"role": "user", "content": "' .. text .. '"}]}'
+end
+local fixed = body("identical prompt")
+request = function()
+  local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. auth}
+  if prefix == nil or prefix == "" then
+    return wrk.format("POST", "/v1/chat/completions", headers, fixed)
+  end
+  n = n + 1
+  return wrk.format("POST", "/v1/chat/completions", headers,
+                    body(prefix .. " t" .. tostring(tid) .. " #" .. tostring(n)))
+end
+"""
+
+
+def wrk_loads(args, peer, gateway, mock_port, noop):
+    """The same targets under wrk: 64 connections on 2 threads, then 1 connection."""
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_SCRIPT)
+        script = f.name
+    seconds = args.wrk_seconds
+
+    def run(name, port, conns, prefix):
+        env = dict(os.environ, AUTH=peer.MASTER_KEY, BODY_PREFIX=prefix or "")
+        threads = min(conns, 2)
+        before = peer.UPSTREAM["calls"]
+        out = subprocess.run(
+            [args.wrk, "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency",
+             "-s", script, f"http://127.0.0.1:{port}/v1/chat/completions"],
+            env=env, capture_output=True, text=True, timeout=seconds + 60)
+        row = parse_wrk(out.stdout)
+        row["upstream_calls"] = peer.UPSTREAM["calls"] - before
+        if out.returncode != 0 or "rps" not in row:
+            row["failed"] = (out.stderr or out.stdout)[-400:]
+        print(f"wrk {name}: {row.get('rps')} rps, p99 {row.get('p99_ms')} ms", file=sys.stderr)
+        return row
+
+    res = {"seconds": seconds, "connections": 64, "threads": 2}
+    for r in range(args.runs):
+        rows = {
+            "noop": run("noop", noop, 64, None),
+            "direct_mock": run("direct_mock", mock_port, 64, None),
+            "hits": run("hits", gateway, 64, None),
+            "misses": run("misses", gateway, 64, f"wrk miss r{r}"),
+            "noop_c1": run("noop_c1", noop, 1, None),
+            "hits_c1": run("hits_c1", gateway, 1, None),
+        }
+        for name, row in rows.items():
+            res.setdefault(name, []).append(row)
+    os.unlink(script)
+    return res
+
+
+def parse_wrk(text):
+    """Requests/sec, the latency percentiles (ms) and the error counts of wrk's report."""
+    import re
+    row = {"non_2xx": 0, "socket_errors": 0}
+    unit = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+    for line in text.splitlines():
+        line = line.strip()
+        m = re.match(r"Requests/sec:\s+([\d.]+)", line)
+        if m:
+            row["rps"] = float(m.group(1))
+        m = re.match(r"(50|99)%\s+([\d.]+)(us|ms|s|m)$", line)
+        if m:
+            row[f"p{m.group(1)}_ms"] = float(m.group(2)) * unit[m.group(3)]
+        m = re.match(r"Non-2xx or 3xx responses:\s+(\d+)", line)
+        if m:
+            row["non_2xx"] = int(m.group(1))
+        m = re.match(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", line)
+        if m:
+            row["socket_errors"] = sum(int(g) for g in m.groups())
+    return row
 
 
 def sanity(peer, port):
