@@ -34,8 +34,8 @@
 //! same driver while its mock runs: 64 connections on 2 threads for hits (one body) and misses
 //! (a distinct body per request, from wrk's Lua), beside the no-op server's and the mock's own
 //! rates under the same generator, then 1 connection for the p99 a hit adds. Without `wrk` on
-//! `PATH` those lines are skipped with one line. LiteLLM is not loaded by wrk (its proxy is
-//! started and measured by the peer script itself).
+//! `PATH` those lines are skipped with one line. LiteLLM's proxy gets the same wrk hits and
+//! misses from inside the peer script's run, once its own loads are done (`PEER_WITH_WRK`).
 //!
 //! A missing `python3` or peer script skips the section with one line; a missing or broken
 //! LiteLLM skips its side with one line. `--quick` runs baton's side small and skips LiteLLM.
@@ -70,6 +70,29 @@ const PEER_SCRIPT: &str = "litellm_proxy_bench.py";
 const PEER_WITH_NODELAY: &str = "import sys; sys.path.insert(0, sys.argv[1]); \
 import litellm_proxy_bench as peer; peer.Mock.disable_nagle_algorithm = True; \
 sys.argv = [peer.__file__] + sys.argv[2:]; peer.main()";
+
+/// [`PEER_WITH_NODELAY`], and before the peer's first burst (its proxy up, its own loads done)
+/// the same wrk loads as baton's hits and misses against its proxy (`wrk_peer` in
+/// `gateway_driver.py`), written as JSON to `$BATON_WRK_OUT`.
+const PEER_WITH_WRK: &str = r#"
+import sys, os, json
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.environ["BATON_DRIVER_DIR"])
+import litellm_proxy_bench as peer, gateway_driver as driver
+peer.Mock.disable_nagle_algorithm = True
+burst = peer.burst
+def first_wrk(port, n, text):
+    out = os.environ["BATON_WRK_OUT"]
+    if not os.path.exists(out):
+        res = driver.wrk_peer(os.environ["BATON_WRK"], int(os.environ["BATON_WRK_SECONDS"]),
+                              int(os.environ["BATON_WRK_RUNS"]), peer, port)
+        with open(out, "w") as f:
+            json.dump(res, f)
+    return burst(port, n, text)
+peer.burst = first_wrk
+sys.argv = [peer.__file__] + sys.argv[2:]
+peer.main()
+"#;
 
 /// The client side of baton's measurement.
 const DRIVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/gateway_driver.py");
@@ -296,7 +319,7 @@ pub(crate) fn section(
         sizes.runs, sizes.peer_requests
     )?;
     out.flush()?;
-    let peer = match run_peer(peers, sizes) {
+    let peer = match run_peer(peers, sizes, wrk.as_deref()) {
         Ok(peer) => peer,
         Err(why) => {
             writeln!(out, "    litellm: skipped ({why})")?;
@@ -369,8 +392,58 @@ pub(crate) fn section(
         Unit::Count("calls"),
         None,
     );
+    if wrk.is_some() {
+        print_wrk_peer(out, report, &baton.raw["wrk"], &peer["wrk"])?;
+    }
     report.details.insert("gateway_litellm".into(), peer);
     out.flush()?;
+    Ok(())
+}
+
+/// LiteLLM under the same wrk loads as baton, beside baton's figures.
+fn print_wrk_peer(
+    out: &mut impl Write,
+    report: &mut Report,
+    baton: &Value,
+    litellm: &Value,
+) -> anyhow::Result<()> {
+    if litellm.is_null() {
+        writeln!(
+            out,
+            "    litellm under wrk: no figures (its proxy was not loaded)"
+        )?;
+        return Ok(());
+    }
+    let (hits, misses) = (
+        wrk_median(litellm, "hits", "rps")?,
+        wrk_median(litellm, "misses", "rps")?,
+    );
+    let (baton_hits, baton_misses) = (
+        wrk_median(baton, "hits", "rps")?,
+        wrk_median(baton, "misses", "rps")?,
+    );
+    writeln!(
+        out,
+        "    litellm under the same wrk loads: hits {hits:.0} req/s (p99 {:.1} ms), misses {misses:.0} req/s (p99 {:.1} ms); baton / litellm: hits {:.1}x, misses {:.1}x",
+        wrk_median(litellm, "hits", "p99_ms")?,
+        wrk_median(litellm, "misses", "p99_ms")?,
+        baton_hits / hits,
+        baton_misses / misses,
+    )?;
+    report.figure(
+        "gateway_wrk_hit_rps_vs_litellm",
+        "12 gateway hits vs LiteLLM under wrk (req/s ratio)",
+        baton_hits / hits,
+        Unit::Ratio,
+        None,
+    );
+    report.figure(
+        "gateway_wrk_miss_rps_vs_litellm",
+        "12 gateway misses vs LiteLLM under wrk (req/s ratio)",
+        baton_misses / misses,
+        Unit::Ratio,
+        None,
+    );
     Ok(())
 }
 
@@ -770,7 +843,7 @@ async fn noop_connection(stream: TcpStream) -> std::io::Result<()> {
 // LiteLLM's side
 
 /// Runs the LiteLLM peer; its JSON, or why it could not.
-fn run_peer(peers: &Path, sizes: Sizes) -> Result<Value, String> {
+fn run_peer(peers: &Path, sizes: Sizes, wrk: Option<&Path>) -> Result<Value, String> {
     let python = crate::peers::python_with("litellm, fastapi, uvicorn, backoff", "litellm[proxy]")?;
     let bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -786,9 +859,23 @@ fn run_peer(peers: &Path, sizes: Sizes) -> Result<Value, String> {
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
     // The peer script as it is, run with its mock's TCP_NODELAY on, as baton's side runs it
     // (`gateway_driver.py` says why).
-    let mut child = Command::new(&python)
-        .arg("-c")
-        .arg(PEER_WITH_NODELAY)
+    let wrk_out = output.path().join("wrk.json");
+    let mut command = Command::new(&python);
+    match wrk {
+        Some(wrk) => command
+            .arg("-c")
+            .arg(PEER_WITH_WRK)
+            .env("BATON_WRK", wrk)
+            .env("BATON_WRK_OUT", &wrk_out)
+            .env("BATON_WRK_SECONDS", sizes.wrk_seconds.to_string())
+            .env("BATON_WRK_RUNS", sizes.runs.to_string())
+            .env(
+                "BATON_DRIVER_DIR",
+                Path::new(DRIVER).parent().unwrap_or(Path::new(".")),
+            ),
+        None => command.arg("-c").arg(PEER_WITH_NODELAY),
+    };
+    let mut child = command
         .arg(peers)
         .args(["--runs", &sizes.runs.to_string()])
         .args(["--requests", &sizes.peer_requests.to_string()])
@@ -833,7 +920,15 @@ fn run_peer(peers: &Path, sizes: Sizes) -> Result<Value, String> {
         return Err(format!("the script failed ({status}): {}", last.trim()));
     }
     let text = std::fs::read_to_string(&stdout_path).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("the script's output is not JSON: {e}"))
+    let mut figures: Value =
+        serde_json::from_str(&text).map_err(|e| format!("the script's output is not JSON: {e}"))?;
+    if wrk.is_some()
+        && let Ok(text) = std::fs::read_to_string(&wrk_out)
+    {
+        figures["wrk"] =
+            serde_json::from_str(&text).map_err(|e| format!("wrk's figures are not JSON: {e}"))?;
+    }
+    Ok(figures)
 }
 
 #[cfg(test)]

@@ -157,29 +157,38 @@ end
 """
 
 
-def wrk_loads(args, peer, gateway, mock_port, noop):
-    """The same targets under wrk: 64 connections on 2 threads, then 1 connection."""
-    import subprocess
+def wrk_script():
+    """WRK_SCRIPT in a temporary file; the caller removes it."""
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT)
-        script = f.name
+        return f.name
+
+
+def wrk_run(wrk, script, seconds, peer, name, port, conns, prefix):
+    """One wrk load of `seconds` on `port`: its figures and the upstream calls it caused."""
+    import subprocess
+    env = dict(os.environ, AUTH=peer.MASTER_KEY, BODY_PREFIX=prefix or "")
+    before = peer.UPSTREAM["calls"]
+    out = subprocess.run(
+        [wrk, "-t", str(min(conns, 2)), "-c", str(conns), "-d", f"{seconds}s", "--latency",
+         "-s", script, f"http://127.0.0.1:{port}/v1/chat/completions"],
+        env=env, capture_output=True, text=True, timeout=seconds + 60)
+    row = parse_wrk(out.stdout)
+    row["upstream_calls"] = peer.UPSTREAM["calls"] - before
+    if out.returncode != 0 or "rps" not in row:
+        row["failed"] = (out.stderr or out.stdout)[-400:]
+    print(f"wrk {name}: {row.get('rps')} rps, p99 {row.get('p99_ms')} ms", file=sys.stderr)
+    return row
+
+
+def wrk_loads(args, peer, gateway, mock_port, noop):
+    """The same targets under wrk: 64 connections on 2 threads, then 1 connection."""
+    script = wrk_script()
     seconds = args.wrk_seconds
 
     def run(name, port, conns, prefix):
-        env = dict(os.environ, AUTH=peer.MASTER_KEY, BODY_PREFIX=prefix or "")
-        threads = min(conns, 2)
-        before = peer.UPSTREAM["calls"]
-        out = subprocess.run(
-            [args.wrk, "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--latency",
-             "-s", script, f"http://127.0.0.1:{port}/v1/chat/completions"],
-            env=env, capture_output=True, text=True, timeout=seconds + 60)
-        row = parse_wrk(out.stdout)
-        row["upstream_calls"] = peer.UPSTREAM["calls"] - before
-        if out.returncode != 0 or "rps" not in row:
-            row["failed"] = (out.stderr or out.stdout)[-400:]
-        print(f"wrk {name}: {row.get('rps')} rps, p99 {row.get('p99_ms')} ms", file=sys.stderr)
-        return row
+        return wrk_run(args.wrk, script, seconds, peer, name, port, conns, prefix)
 
     res = {"seconds": seconds, "connections": 64, "threads": 2}
     for r in range(args.runs):
@@ -193,6 +202,21 @@ def wrk_loads(args, peer, gateway, mock_port, noop):
         }
         for name, row in rows.items():
             res.setdefault(name, []).append(row)
+    os.unlink(script)
+    return res
+
+
+def wrk_peer(wrk, seconds, runs, peer, port):
+    """The LiteLLM proxy on `port` under the same wrk loads as baton's hits and misses (called
+    from inside the peer script, while its proxy runs; see `PEER_WITH_WRK` in gateway.rs)."""
+    script = wrk_script()
+    peer.load(port, 16, 200, lambda i: peer.body_for("identical prompt"))  # the hit is cached
+    res = {"seconds": seconds, "connections": 64, "threads": 2}
+    for r in range(runs):
+        res.setdefault("hits", []).append(
+            wrk_run(wrk, script, seconds, peer, "litellm hits", port, 64, None))
+        res.setdefault("misses", []).append(
+            wrk_run(wrk, script, seconds, peer, "litellm misses", port, 64, f"wrk litellm r{r}"))
     os.unlink(script)
     return res
 
