@@ -586,18 +586,30 @@ fn wrk_median(wrk: &Value, name: &str, field: &str) -> anyhow::Result<f64> {
 /// server's and the mock's own rates under the same generator, and the p99 a hit adds at 1.
 fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::Result<()> {
     let m = |name: &str, field: &str| wrk_median(wrk, name, field);
-    let errors: u64 = [
+    let mut errors = 0;
+    let mut which = Vec::new();
+    for name in [
         "noop",
         "direct_mock",
         "hits",
         "misses",
         "noop_c1",
         "hits_c1",
-    ]
-    .iter()
-    .flat_map(|name| wrk[*name].as_array().cloned().unwrap_or_default())
-    .map(|r| r["non_2xx"].as_u64().unwrap_or(0) + r["socket_errors"].as_u64().unwrap_or(0))
-    .sum();
+    ] {
+        for row in wrk[name].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let (non_2xx, socket) = (
+                row["non_2xx"].as_u64().unwrap_or(0),
+                row["socket_errors"].as_u64().unwrap_or(0),
+            );
+            if non_2xx + socket > 0 {
+                which.push(format!(
+                    "{name}: {non_2xx} non-2xx, socket {}",
+                    row["socket_errors_by_kind"]
+                ));
+            }
+            errors += non_2xx + socket;
+        }
+    }
     let (hits, misses) = (m("hits", "rps")?, m("misses", "rps")?);
     let (noop, mock) = (m("noop", "rps")?, m("direct_mock", "rps")?);
     let added_p99 = m("hits_c1", "p99_ms")? - m("noop_c1", "p99_ms")?;
@@ -610,6 +622,9 @@ fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::
         m("hits", "p99_ms")?,
         misses / mock,
     )?;
+    if !which.is_empty() {
+        writeln!(out, "      errors by load: {}", which.join("; "))?;
+    }
     report.figure(
         "gateway_wrk_hit_rps",
         "12 gateway hits under wrk, 64 connections",

@@ -240,6 +240,8 @@ def parse_wrk(text):
         m = re.match(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", line)
         if m:
             row["socket_errors"] = sum(int(g) for g in m.groups())
+            row["socket_errors_by_kind"] = dict(zip(("connect", "read", "write", "timeout"),
+                                                    (int(g) for g in m.groups())))
     return row
 
 
