@@ -325,6 +325,7 @@ async fn failures_are_tool_errors_and_other_tenants_see_nothing() {
         assert_eq!(listed.structured_content.unwrap()["runs"], json!([]));
         let found = ok(&other, "search", json!({"query": "drift"})).await;
         assert_eq!(found.structured_content.unwrap()["hits"], json!([]));
+        let mut covered = vec!["runs", "search"];
         for (tool, arguments) in [
             ("recall", json!({"run": "r1", "seq": 1})),
             ("search", json!({"query": "drift", "run": "r1"})),
@@ -340,6 +341,15 @@ async fn failures_are_tool_errors_and_other_tenants_see_nothing() {
             ("report", json!({"kind": "growth", "run": "r1"})),
         ] {
             fails(&other, tool, arguments, "not found").await;
+            covered.push(tool);
+        }
+        // Every tool the server offers was called with the first tenant's ids.
+        for tool in baton_mcp::TOOLS {
+            assert!(
+                covered.contains(&tool.name),
+                "{} is not tried across tenants",
+                tool.name
+            );
         }
         let run = store
             .run(&TenantId::new("acme").unwrap(), &RunId::new("r1").unwrap())
