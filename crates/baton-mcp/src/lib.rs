@@ -74,11 +74,13 @@ pub enum Error {
 pub struct Baton {
     store: Arc<dyn Store>,
     tenant: Option<TenantId>,
+    memo: Arc<listing::Memo>,
 }
 
 /// One call's store and tenant: what every tool works with.
 pub(crate) struct Scope<'a> {
     store: &'a dyn Store,
+    memo: &'a listing::Memo,
     tenant: TenantId,
 }
 
@@ -94,6 +96,7 @@ impl Baton {
         Baton {
             store,
             tenant: Some(tenant),
+            memo: Arc::default(),
         }
     }
 
@@ -105,6 +108,7 @@ impl Baton {
         Baton {
             store,
             tenant: None,
+            memo: Arc::default(),
         }
     }
 
@@ -124,6 +128,7 @@ impl Baton {
         };
         let scope = Scope {
             store: &*self.store,
+            memo: &self.memo,
             tenant,
         };
         let arguments = serde_json::Value::Object(arguments.unwrap_or_default());
@@ -283,6 +288,7 @@ impl ServerHandler for Baton {
         };
         let scope = Scope {
             store: &*baton.store,
+            memo: &baton.memo,
             tenant,
         };
         let text = tools::read_resource(&scope, uri).await?;

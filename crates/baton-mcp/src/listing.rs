@@ -10,9 +10,56 @@
 //! the last append, else its creation) is at or after it, newest activity first.
 //! When the store gains a listing of its own with project, title and filters (issue 17's
 //! paginated `GET /v1/runs`), only [`list`] changes: the tools call nothing else.
+//!
+//! A run's last activity costs one `run_report` to learn, so [`list`] would read one report
+//! per run on every `search` or `runs` call. A [`Memo`], shared by every call a service
+//! answers, keeps what it learned keyed by tenant, run, creation time and last seq: a run is
+//! reread only when its history grew (or it was deleted and made again), so a repeated call
+//! over an unchanged store costs the listing and the usage query, not one report per run.
+//! An import that moves a source's clock without appending anything keeps the old time until
+//! the run next grows; that moves only where the run sorts, never what any tool answers
+//! about it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use baton_core::{Run, Seq, TenantId, Timestamp};
 use baton_store::{Store, UsageQuery};
+
+/// What a run's last activity was learned for: tenant, run, creation time, last seq.
+type MemoKey = (String, String, i64, u64);
+
+/// Last activity already learned, shared by the calls of one service (see the module docs).
+#[derive(Debug, Default)]
+pub struct Memo {
+    known: Mutex<HashMap<MemoKey, Timestamp>>,
+}
+
+impl Memo {
+    fn key(tenant: &TenantId, run: &Run) -> MemoKey {
+        (
+            tenant.as_str().to_owned(),
+            run.id.as_str().to_owned(),
+            run.created_at.0,
+            run.last_seq.0,
+        )
+    }
+
+    fn get(&self, key: &MemoKey) -> Option<Timestamp> {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .copied()
+    }
+
+    fn put(&self, key: MemoKey, at: Timestamp) {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, at);
+    }
+}
 
 /// What the listing keeps.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +87,7 @@ pub struct Listed {
 /// stored has no runs.
 pub async fn list(
     store: &dyn Store,
+    memo: &Memo,
     tenant: &TenantId,
     filter: &Filter,
 ) -> Result<Vec<Listed>, baton_store::Error> {
@@ -57,7 +105,7 @@ pub async fn list(
             },
         )
         .await?;
-    let mut projects = std::collections::HashMap::new();
+    let mut projects = HashMap::new();
     for u in usage {
         if let Some(project) = u.project {
             projects.entry(u.run.to_string()).or_insert(project);
@@ -72,7 +120,15 @@ pub async fn list(
         if filter.project.is_some() && project.is_none() {
             continue;
         }
-        let last_active = last_active(store, tenant, &run).await?;
+        let key = Memo::key(tenant, &run);
+        let last_active = match memo.get(&key) {
+            Some(at) => at,
+            None => {
+                let at = last_active(store, tenant, &run).await?;
+                memo.put(key, at);
+                at
+            }
+        };
         if filter.since.is_some_and(|since| last_active < since) {
             continue;
         }

@@ -243,7 +243,7 @@ async fn search(baton: &Scope<'_>, args: Result<SearchArgs, Failure>) -> Answer 
                 since: since(args.since.as_deref())?,
                 non_empty: true,
             };
-            listing::list(baton.store(), &baton.tenant, &filter)
+            listing::list(baton.store(), baton.memo, &baton.tenant, &filter)
                 .await?
                 .into_iter()
                 .map(|l| l.run.id)
@@ -538,7 +538,7 @@ async fn runs(baton: &Scope<'_>, args: Result<RunsArgs, Failure>) -> Answer {
         since: since(args.since.as_deref())?,
         non_empty: false,
     };
-    let listed = listing::list(baton.store(), &baton.tenant, &filter).await?;
+    let listed = listing::list(baton.store(), baton.memo, &baton.tenant, &filter).await?;
     let more = listed.len() > limit;
     let runs: Vec<Value> = listed
         .iter()
@@ -1018,7 +1018,9 @@ async fn duplicates(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
     let tools = args.tools.unwrap_or(false);
     let rows = if tools {
         let mut calls = Vec::new();
-        for listed in listing::list(baton.store(), &baton.tenant, &Filter::default()).await? {
+        for listed in
+            listing::list(baton.store(), baton.memo, &baton.tenant, &Filter::default()).await?
+        {
             let run = &listed.run.id;
             for entry in baton
                 .store()

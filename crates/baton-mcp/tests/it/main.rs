@@ -205,6 +205,58 @@ async fn search_answers_an_index_naming_the_tools() {
     }
 }
 
+/// Appends one text message saying `text` to `run`, creating the run first when it is new.
+async fn say(store: &dyn Store, tenant: &TenantId, run: &str, text: &str) {
+    let id = RunId::new(run).unwrap();
+    if store.run(tenant, &id).await.is_err() {
+        store
+            .create_run(
+                tenant,
+                &NewRun {
+                    id: Some(id.clone()),
+                    ..NewRun::default()
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let entry = NewEntry::estimated(Message::text(Role::User, text));
+    store.append(tenant, &id, &[entry]).await.unwrap();
+}
+
+/// The run of `search`'s first hit for `query`, limited to one hit.
+async fn first_hit_run(baton: &Baton, query: &str) -> String {
+    let found = ok(baton, "search", json!({"query": query, "limit": 1})).await;
+    found.structured_content.unwrap()["hits"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn search_follows_runs_that_grow_between_calls_of_one_service() {
+    // One service answers many calls and remembers each run's last activity between them;
+    // a run that grew must sort by its new activity at once, and a new run must appear.
+    for (store, _dir) in stores().await {
+        let tenant = TenantId::new("acme").unwrap();
+        let baton = Baton::new(store.clone(), tenant.clone());
+        say(&*store, &tenant, "older", "the needle is here").await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        say(&*store, &tenant, "newer", "another needle").await;
+        assert_eq!(first_hit_run(&baton, "needle").await, "newer");
+        assert_eq!(first_hit_run(&baton, "needle").await, "newer");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        say(&*store, &tenant, "older", "a later needle").await;
+        assert_eq!(first_hit_run(&baton, "needle").await, "older");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        say(&*store, &tenant, "newest", "the last needle").await;
+        assert_eq!(first_hit_run(&baton, "needle").await, "newest");
+        let runs = ok(&baton, "runs", json!({})).await;
+        let runs = runs.structured_content.unwrap().to_string();
+        assert!(runs.contains("newest") && runs.contains("older"), "{runs}");
+    }
+}
+
 #[tokio::test]
 async fn failures_are_tool_errors_and_other_tenants_see_nothing() {
     for (store, _dir) in stores().await {
@@ -273,6 +325,7 @@ async fn failures_are_tool_errors_and_other_tenants_see_nothing() {
         assert_eq!(listed.structured_content.unwrap()["runs"], json!([]));
         let found = ok(&other, "search", json!({"query": "drift"})).await;
         assert_eq!(found.structured_content.unwrap()["hits"], json!([]));
+        let mut covered = vec!["runs", "search"];
         for (tool, arguments) in [
             ("recall", json!({"run": "r1", "seq": 1})),
             ("search", json!({"query": "drift", "run": "r1"})),
@@ -288,6 +341,15 @@ async fn failures_are_tool_errors_and_other_tenants_see_nothing() {
             ("report", json!({"kind": "growth", "run": "r1"})),
         ] {
             fails(&other, tool, arguments, "not found").await;
+            covered.push(tool);
+        }
+        // Every tool the server offers was called with the first tenant's ids.
+        for tool in baton_mcp::TOOLS {
+            assert!(
+                covered.contains(&tool.name),
+                "{} is not tried across tenants",
+                tool.name
+            );
         }
         let run = store
             .run(&TenantId::new("acme").unwrap(), &RunId::new("r1").unwrap())
