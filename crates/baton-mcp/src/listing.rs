@@ -13,7 +13,7 @@
 //!
 //! A run's last activity costs one `run_report` to learn, so [`list`] would read one report
 //! per run on every `search` or `runs` call. A [`Memo`], shared by every call a service
-//! answers, keeps what it learned keyed by tenant, run, creation time and last seq: a run is
+//! answers, keeps what it learned per run with the run's creation time and last seq: a run is
 //! reread only when its history grew (or it was deleted and made again), so a repeated call
 //! over an unchanged store costs the listing and the usage query, not one report per run.
 //! An import that moves a source's clock without appending anything keeps the old time until
@@ -26,38 +26,37 @@ use std::sync::Mutex;
 use baton_core::{Run, Seq, TenantId, Timestamp};
 use baton_store::{Store, UsageQuery};
 
-/// What a run's last activity was learned for: tenant, run, creation time, last seq.
-type MemoKey = (String, String, i64, u64);
+/// The run a last activity was learned for: tenant and run id.
+type MemoKey = (String, String);
 
-/// Last activity already learned, shared by the calls of one service (see the module docs).
+/// Last activity already learned, shared by the calls of one service (see the module docs):
+/// per run, the creation time and last seq it was learned at, and the time. One entry per
+/// run, replaced when the run grows, so the memo stays as large as the tenant's run list.
 #[derive(Debug, Default)]
 pub struct Memo {
-    known: Mutex<HashMap<MemoKey, Timestamp>>,
+    known: Mutex<HashMap<MemoKey, (i64, u64, Timestamp)>>,
 }
 
 impl Memo {
     fn key(tenant: &TenantId, run: &Run) -> MemoKey {
-        (
-            tenant.as_str().to_owned(),
-            run.id.as_str().to_owned(),
-            run.created_at.0,
-            run.last_seq.0,
-        )
+        (tenant.as_str().to_owned(), run.id.as_str().to_owned())
     }
 
-    fn get(&self, key: &MemoKey) -> Option<Timestamp> {
+    /// The last activity learned for `run` as it is now: none if it grew (or was made again).
+    fn get(&self, key: &MemoKey, run: &Run) -> Option<Timestamp> {
         self.known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(key)
-            .copied()
+            .filter(|(created, seq, _)| *created == run.created_at.0 && *seq == run.last_seq.0)
+            .map(|(_, _, at)| *at)
     }
 
-    fn put(&self, key: MemoKey, at: Timestamp) {
+    fn put(&self, key: MemoKey, run: &Run, at: Timestamp) {
         self.known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, at);
+            .insert(key, (run.created_at.0, run.last_seq.0, at));
     }
 }
 
@@ -121,11 +120,11 @@ pub async fn list(
             continue;
         }
         let key = Memo::key(tenant, &run);
-        let last_active = match memo.get(&key) {
+        let last_active = match memo.get(&key, &run) {
             Some(at) => at,
             None => {
                 let at = last_active(store, tenant, &run).await?;
-                memo.put(key, at);
+                memo.put(key, &run, at);
                 at
             }
         };
