@@ -25,14 +25,14 @@ pub const RETRY: Duration = Duration::from_secs(1);
 type Start =
     dyn Fn(broadcast::Sender<Arc<str>>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
 
+/// A running listener: where it sends payloads, and its task.
+type Listener = (broadcast::Sender<Arc<str>>, tokio::task::JoinHandle<()>);
+
 /// One listener, shared by every wait; dropping it stops the listener.
 pub struct Wakeups {
     start: Box<Start>,
     /// The running listener's payloads and task, and when the last one was started.
-    live: Mutex<(
-        Option<(broadcast::Sender<Arc<str>>, tokio::task::JoinHandle<()>)>,
-        Option<Instant>,
-    )>,
+    live: Mutex<(Option<Listener>, Option<Instant>)>,
 }
 
 impl std::fmt::Debug for Wakeups {
