@@ -14,7 +14,8 @@
 //! write commits and never for a write that did not happen. Each store (and its clones) has one
 //! [`FlightListener`]: a connection outside the pool, opened on the first wait with the pool's
 //! config, that `LISTEN`s the channel and forwards payloads to a broadcast channel each wait
-//! subscribes to, returning at its key's payload or at `at_most`. A notification is only ever a
+//! subscribes to, returning at its key's payload or at `at_most` (the backend-agnostic part is
+//! [`Wakeups`]). A notification is only ever a
 //! hint: waiters look at the cache and claim again after each wait, whether or not they were
 //! woken, so correctness never depends on one. When the listener cannot connect or its
 //! connection dies, waiting falls back to sleeping `at_most` (the poll), and a later wait starts
@@ -22,13 +23,13 @@
 //! sent between a waiter's read and its next wait is missed, and that waiter sleeps one full
 //! `at_most` (one backoff interval, at most 200 ms in `baton-cache`).
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
-use baton_store::backend::{CacheRows, KeyRows, Row, int};
+use baton_store::backend::{CacheRows, KeyRows, Row, Wakeups, int};
 use baton_store::keys::{ApiKey, KeyHash, NewApiKey, Revoke};
 use baton_store::{CacheEntry, CallRecord, Error};
 use tokio::sync::broadcast;
@@ -316,12 +317,6 @@ impl KeyRows for PgTx {
     }
 }
 
-/// How many payloads the listener buffers for a waiter that has not read them yet; a waiter that
-/// falls further behind stops waiting and looks again.
-const LISTENER_BUFFER: usize = 1024;
-/// How soon after starting a listener another may be started, when the first one ended (could
-/// not connect, or its connection died).
-const LISTENER_RETRY: Duration = Duration::from_secs(1);
 /// How often the listener checks that its connection still answers: a connection cut without a
 /// word from the server is otherwise noticed only by TCP keepalive, hours later.
 const LISTENER_PING: Duration = Duration::from_secs(30);
@@ -352,92 +347,34 @@ fn flight_payload(tenant: &TenantId, key: &RequestKey) -> String {
 }
 
 /// A store's one `LISTEN` connection, opened on the first wait, reopened on a later wait after
-/// it ended. Dropping it (with the last clone of its store) closes the connection.
+/// it ended ([`Wakeups`] does that). Dropping it (with the last clone of its store) closes the
+/// connection.
 pub(crate) struct FlightListener {
-    config: tokio_postgres::Config,
     pub(crate) channel: Arc<str>,
-    shown_url: String,
-    state: Mutex<ListenerState>,
-}
-
-#[derive(Default)]
-struct ListenerState {
-    /// The running listener's payloads and task.
-    live: Option<(broadcast::Sender<Arc<str>>, tokio::task::JoinHandle<()>)>,
-    /// When the last listener was started.
-    started: Option<Instant>,
+    wakeups: Wakeups,
 }
 
 impl FlightListener {
     /// A listener for `schema`'s channel, connecting with `config` when first needed.
     pub(crate) fn new(config: tokio_postgres::Config, schema: &str, shown_url: &str) -> Self {
-        FlightListener {
-            config,
-            channel: flight_channel(schema).into(),
-            shown_url: shown_url.to_owned(),
-            state: Mutex::new(ListenerState::default()),
-        }
+        let channel: Arc<str> = flight_channel(schema).into();
+        let (name, shown_url) = (channel.to_string(), shown_url.to_owned());
+        let wakeups = Wakeups::new(move |payloads| {
+            Box::pin(listen(
+                config.clone(),
+                name.clone(),
+                shown_url.clone(),
+                payloads,
+            ))
+        });
+        FlightListener { channel, wakeups }
     }
 
-    /// The channel's payloads from now on, starting a listener if none runs; `None` (poll)
-    /// while the last one ended less than [`LISTENER_RETRY`] after it started.
-    fn subscribe(&self) -> Option<broadcast::Receiver<Arc<str>>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((payloads, task)) = &state.live
-            && !task.is_finished()
-        {
-            return Some(payloads.subscribe());
-        }
-        if state
-            .started
-            .is_some_and(|started| started.elapsed() < LISTENER_RETRY)
-        {
-            return None;
-        }
-        let (payloads, receiver) = broadcast::channel(LISTENER_BUFFER);
-        let task = tokio::spawn(listen(
-            self.config.clone(),
-            self.channel.to_string(),
-            self.shown_url.clone(),
-            payloads.clone(),
-        ));
-        state.live = Some((payloads, task));
-        state.started = Some(Instant::now());
-        Some(receiver)
-    }
-}
-
-impl FlightListener {
     /// Waits until the flight of `key` may have ended (its payload arrives) or `at_most` has
     /// passed.
     pub(crate) async fn wait(&self, tenant: &TenantId, key: &RequestKey, at_most: Duration) {
-        let Some(mut payloads) = self.subscribe() else {
-            tokio::time::sleep(at_most).await;
-            return;
-        };
         let expected = flight_payload(tenant, key);
-        let woken = async {
-            loop {
-                match payloads.recv().await {
-                    Ok(payload) if *payload == *expected => return,
-                    Ok(_) => {}
-                    // Ours may have been among those dropped: look again now.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
-                    // The listener died: the wait is the poll.
-                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(at_most, woken).await;
-    }
-}
-
-impl Drop for FlightListener {
-    fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, task)) = state.live.take() {
-            task.abort();
-        }
+        self.wakeups.wait(&expected, at_most).await;
     }
 }
 

@@ -75,14 +75,6 @@ impl LedgerRows for SqliteTx {
         self.one(&sql, [tenant.as_str(), key], |r| r.operation())
     }
 
-    async fn lock_operation(
-        &mut self,
-        tenant: &TenantId,
-        key: &str,
-    ) -> Result<Option<Operation>, Error> {
-        self.operation(tenant, key).await
-    }
-
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error> {
         self.exec(
             "UPDATE operations SET status = 'running', fence = ?3, lease_owner = ?4,

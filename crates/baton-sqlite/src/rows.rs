@@ -58,10 +58,6 @@ impl RunRows for SqliteTx {
         )
     }
 
-    async fn lock_run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error> {
-        self.run_row(tenant, id).await
-    }
-
     async fn run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<(i64, Run)>, Error> {
         let sql = format!("{RUN} WHERE tenant_id = ?1 AND id = ?2");
         self.one(&sql, [tenant.as_str(), id.as_str()], |r| {
@@ -293,10 +289,6 @@ impl RunRows for SqliteTx {
         Ok(self.one(sql, [run], |r| r.seq(0))?.unwrap_or(Seq::ZERO))
     }
 
-    async fn lock_index(&mut self, run: i64) -> Result<Seq, Error> {
-        self.indexed_through(run).await
-    }
-
     async fn index(
         &mut self,
         run: i64,
@@ -396,10 +388,6 @@ impl RunRows for SqliteTx {
 
 #[async_trait]
 impl ImportRows for SqliteTx {
-    async fn lock_sources(&mut self, _tenant: &TenantId, _keys: &[&str]) -> Result<(), Error> {
-        Ok(()) // the `BEGIN IMMEDIATE` transaction serializes importers already
-    }
-
     async fn source(
         &mut self,
         tenant: &TenantId,

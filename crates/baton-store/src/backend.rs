@@ -46,6 +46,10 @@
 //! `synchronous = NORMAL` in WAL mode: a committed transaction survives the crash of the process; a power loss can lose the last transactions but never corrupts the file.
 //! That is SQLite's recommended setting for WAL; `FULL` would add an fsync to every commit.
 
+mod wakeups;
+
+pub use wakeups::Wakeups;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -252,8 +256,11 @@ pub trait RunRows: Send {
     /// The run's key facts.
     async fn run_row(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error>;
     /// The run's key facts, locking it against every other writer of the run until the
-    /// transaction ends.
-    async fn lock_run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error>;
+    /// transaction ends. By default [`RunRows::run_row`]: enough where the write transaction
+    /// is exclusive anyway.
+    async fn lock_run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<RunRow>, Error> {
+        self.run_row(tenant, id).await
+    }
     /// The run, with its key.
     async fn run(&mut self, tenant: &TenantId, id: &RunId) -> Result<Option<(i64, Run)>, Error>;
     /// The tenant's runs, oldest first.
@@ -326,8 +333,11 @@ pub trait RunRows: Send {
     /// How far the run's history is indexed for search (0 before its first search).
     async fn indexed_through(&mut self, run: i64) -> Result<Seq, Error>;
     /// [`RunRows::indexed_through`], locking the run's index mark until the transaction ends,
-    /// so concurrent indexers of the run take turns.
-    async fn lock_index(&mut self, run: i64) -> Result<Seq, Error>;
+    /// so concurrent indexers of the run take turns. By default the plain read: enough where
+    /// the write transaction is exclusive anyway.
+    async fn lock_index(&mut self, run: i64) -> Result<Seq, Error> {
+        self.indexed_through(run).await
+    }
     /// Writes the search rows of messages, and moves the run's index mark to `through`.
     async fn index(
         &mut self,
@@ -354,8 +364,11 @@ pub trait RunRows: Send {
 #[async_trait]
 pub trait ImportRows: Send {
     /// Takes a lock per source key, held until the transaction ends, so importers of one
-    /// source take turns (a no-op where the write transaction is exclusive anyway).
-    async fn lock_sources(&mut self, tenant: &TenantId, keys: &[&str]) -> Result<(), Error>;
+    /// source take turns. By default a no-op: enough where the write transaction is exclusive
+    /// anyway.
+    async fn lock_sources(&mut self, _tenant: &TenantId, _keys: &[&str]) -> Result<(), Error> {
+        Ok(())
+    }
     /// The run holding `source_key`.
     async fn source(
         &mut self,
@@ -432,12 +445,15 @@ pub trait LedgerRows: Send {
     /// The operation.
     async fn operation(&mut self, tenant: &TenantId, key: &str)
     -> Result<Option<Operation>, Error>;
-    /// The operation, locked until the transaction ends.
+    /// The operation, locked until the transaction ends. By default [`LedgerRows::operation`]:
+    /// enough where the write transaction is exclusive anyway.
     async fn lock_operation(
         &mut self,
         tenant: &TenantId,
         key: &str,
-    ) -> Result<Option<Operation>, Error>;
+    ) -> Result<Option<Operation>, Error> {
+        self.operation(tenant, key).await
+    }
     /// Gives the operation to a new holder (`op` as it becomes) and inserts its attempt.
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error>;
     /// Ends the attempt holding `fence`, if it is open or lost its lease.

@@ -60,6 +60,7 @@ mod kind;
 pub mod ledger;
 pub mod runs;
 pub mod search;
+mod url;
 pub mod usage;
 
 use async_trait::async_trait;
@@ -81,6 +82,7 @@ pub use ledger::{
 };
 pub use runs::{Deleted, RunPage, RunQuery, RunSort, RunSummary};
 pub use search::{Found, SearchKind, SearchQuery, SearchRow, search_rows, search_texts};
+pub use url::redact_url;
 pub use usage::{ImportUsage, StoredUsage, UsageQuery, UsageStore};
 
 /// A store of runs, history and summaries. Every [`backend::Backend`] is one; a backend keeps
