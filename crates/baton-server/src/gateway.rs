@@ -109,8 +109,9 @@
 //!
 //! # Seams
 //!
-//! Capturing a conversation as a run, and managed context (issue 18, items 5 and 6), belong in
-//! `run`: the request is at hand there as JSON (`Call::value`, readable with
+//! Capturing a conversation as a run (`gateway::capture`, issue 18 item 5) starts in `run` once
+//! the answer is complete. Managed context (item 6) belongs there too: the request is at hand
+//! as JSON (`Call::value`, readable with
 //! `baton_wire::{anthropic, openai, responses}::parse_request`), and the answer as the
 //! [`baton_cache::Answered`] value once it is complete (its usage split in `usage`), whether it
 //! was executed, a hit or coalesced; a rewritten request is another `Call` with another body
