@@ -155,6 +155,10 @@ pub struct ServeArgs {
     /// get 401). Their cached answers are shared only by callers with the same provider key.
     #[arg(long, value_name = "TENANT", env = "BATON_GATEWAY_TENANT")]
     pub gateway_tenant: Option<String>,
+    /// Do not capture gateway conversations as runs (by default each conversation through the
+    /// gateway is stored as a run, named by `x-baton-run` or derived from its first messages).
+    #[arg(long)]
+    pub no_capture: bool,
     /// How long the gateway serves a cached answer.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "24h")]
     pub cache_ttl: std::time::Duration,

@@ -38,6 +38,7 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
             Some(path) => crate::compaction::load_prices(path)?,
             None => baton_core::prices::PriceTable::defaults(),
         },
+        capture: !args.no_capture,
     };
     for (flag, value) in [
         ("--cache-ttl", config.cache_ttl),

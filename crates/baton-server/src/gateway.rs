@@ -109,13 +109,15 @@
 //!
 //! # Seams
 //!
-//! Capturing a conversation as a run, and managed context (issue 18, items 5 and 6), belong in
-//! `run`: the request is at hand there as JSON (`Call::value`, readable with
+//! Capturing a conversation as a run (`gateway::capture`, issue 18 item 5) starts in `run` once
+//! the answer is complete. Managed context (item 6) belongs there too: the request is at hand
+//! as JSON (`Call::value`, readable with
 //! `baton_wire::{anthropic, openai, responses}::parse_request`), and the answer as the
 //! [`baton_cache::Answered`] value once it is complete (its usage split in `usage`), whether it
 //! was executed, a hit or coalesced; a rewritten request is another `Call` with another body
 //! and so another cache key.
 
+pub(crate) mod capture;
 mod idempotency;
 pub(crate) mod relay;
 mod upstream;
@@ -292,6 +294,11 @@ pub(crate) struct Call {
     policy: CallPolicy,
     /// Whose idempotency keys these are: the tenant's, or a credential's in the gateway tenant.
     scope: String,
+    /// The tenant.
+    tenant: TenantId,
+    /// Whether the call is captured as a run, and the run `x-baton-run` named
+    /// ([`capture`]).
+    capture: Option<Option<baton_core::RunId>>,
 }
 
 impl Call {
@@ -443,8 +450,21 @@ async fn prepare(
         false => "tenant".to_owned(),
     };
 
+    let capture = match state.config.capture && endpoint != Endpoint::Embeddings {
+        true => Some(capture::named_run(headers).map_err(|detail| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid-run-name",
+                "Invalid run name",
+                detail,
+            )
+        })?),
+        false => None,
+    };
     let policy = cache_policy(headers);
     let call = Arc::new(Call {
+        tenant: tenant.clone(),
+        capture,
         cache: state.cache(&tenant),
         state,
         endpoint,
@@ -628,6 +648,16 @@ async fn run(
     // caller only now that the answer is stored and published, and its stream ends with it:
     // a caller that repeats the request once it has seen the whole stream finds it stored.
     upstream::release(&held).await;
+    if let (Ok(answered), Some(run)) = (&result, &call.capture) {
+        tokio::spawn(capture::capture(
+            call.state.clone(),
+            call.tenant.clone(),
+            call.endpoint,
+            run.clone(),
+            call.value.clone(),
+            capture::Answer::of(&answered.value),
+        ));
+    }
     result
 }
 

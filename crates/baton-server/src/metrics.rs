@@ -68,6 +68,7 @@ pub struct Metrics {
     ledger_conflicts: Family<Code, Counter>,
     compactions: Family<Outcome, Counter>,
     tokens_saved: Family<Source, Counter>,
+    captures: Family<Outcome, Counter>,
     blocking: Gauge,
 }
 
@@ -120,6 +121,17 @@ impl Metrics {
             "Input tokens not sent upstream: by the cache (hits, coalesced calls) and by compaction",
             tokens_saved.clone(),
         );
+        let captures = Family::<Outcome, Counter>::default();
+        registry.register(
+            "gateway_captures",
+            "Gateway calls captured as runs, by outcome: stored, unchanged, branched, failed",
+            captures.clone(),
+        );
+        for outcome in ["stored", "unchanged", "branched", "failed"] {
+            let _ = captures.get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            });
+        }
         let blocking = Gauge::default();
         registry.register(
             "blocking_tasks",
@@ -155,7 +167,17 @@ impl Metrics {
             ledger_conflicts,
             compactions,
             tokens_saved,
+            captures,
         }
+    }
+
+    /// Counts a gateway capture by its outcome (`stored`, `unchanged`, `branched`, `failed`).
+    pub fn capture(&self, outcome: &str) {
+        self.captures
+            .get_or_create(&Outcome {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a cache outcome (`hit`, `miss`, `coalesced`, `bypass`).

@@ -42,6 +42,9 @@ pub struct Config {
     /// The prices the gateway's call log costs calls at (the reports' table: the built-in one,
     /// or `--prices FILE`).
     pub prices: PriceTable,
+    /// Whether gateway conversations are captured as runs (`baton serve --no-capture` turns it
+    /// off; see `gateway::capture`).
+    pub capture: bool,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             body_read_timeout: Duration::from_secs(20),
             max_connections: 1024,
             prices: PriceTable::defaults(),
+            capture: true,
         }
     }
 }

@@ -8,6 +8,7 @@
     missing_docs
 )]
 
+mod capture;
 mod contract;
 mod gateway;
 mod gateway_v2;

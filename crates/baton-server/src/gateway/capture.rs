@@ -1,0 +1,247 @@
+//! Capture: every conversation through the gateway becomes a run of the caller's tenant
+//! (issue 18, item 5), unless `baton serve --no-capture`.
+//!
+//! # Which run
+//!
+//! - `x-baton-run: NAME` names it: the run with id `NAME` (a run id's rules; a bad name is
+//!   refused before the call with 400, kind `invalid-run-name`, in the vendor's error shape).
+//! - Without the header the run is derived from the conversation: `gw-` and the first 24 hex
+//!   digits of SHA-256 over the tenant, the system prompt and the messages up to and including
+//!   the first user message. Every later request of one conversation repeats those, so they all
+//!   land in one run; two conversations that open with the same system prompt and the same
+//!   first question share a run until they differ, where the later one branches (below). The
+//!   tenant is in the hash only so that ids do not tell tenants' conversations apart; runs are
+//!   per tenant anyway.
+//!
+//! # What is stored
+//!
+//! The gateway conversation is an imported *source* ([`baton_store::import`]) with the source
+//! key `gateway:<run id>`: each request is an import of its messages followed by the reply's
+//! assistant message (a streamed reply assembled), with [`Reimport::AppendNew`]. The store
+//! compares the request's rolling digest at the length it holds with its own, so only the new
+//! messages are appended and no history is read back (O(new messages) in the store; parsing and
+//! hashing the request is linear in its size, like receiving it). A hit or coalesced answer
+//! imports the same messages and reply, so a repeated request stores nothing.
+//! Secrets are redacted before anything is stored, as on import.
+//!
+//! # Branches
+//!
+//! A request that no longer extends what its run holds (the client rewrote an earlier
+//! message) is never an error and never overwrites: it goes to a branch run, `<run id>.<12 hex>`
+//! (the hex: the request's rolling digest through the first message that differs, which the
+//! store names), whose origin's parent is the first run's source, so `runs show` lists it under
+//! it (a first run's id is cut to 115 characters before the suffix, to stay a valid id).
+//! Later requests of the branch find the same branch (the store reads the first run's
+//! history to find the difference, so branch requests cost a read of it). A branch that itself
+//! diverges branches again, up to [`MAX_DEPTH`] levels.
+//!
+//! # Failures
+//!
+//! Capture runs on a task of its own after the answer is complete, so it never delays or fails
+//! the client's request; a failure is logged and counted in
+//! `baton_gateway_captures_total{outcome="failed"}` (other outcomes: `stored`, `unchanged`,
+//! `branched`).
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderName};
+use baton_core::{Message, Role, RunId, TenantId};
+use baton_store::{Error, ImportRejection, Imported, NewEntry, NewImport, Origin, Reimport};
+use baton_wire::RequestBody;
+use sha2::{Digest as _, Sha256};
+
+use super::Endpoint;
+use super::upstream::Recorded;
+use crate::state::AppState;
+
+/// A complete answer's content type and body, copied from the cached [`Recorded`] value.
+pub(crate) struct Answer {
+    pub(crate) content_type: String,
+    pub(crate) body: String,
+}
+
+impl Answer {
+    pub(crate) fn of(recorded: &Recorded) -> Self {
+        Answer {
+            content_type: recorded.content_type().to_owned(),
+            body: recorded.body_text().to_owned(),
+        }
+    }
+}
+
+/// The request header naming the run a call is captured in.
+pub const RUN_HEADER: HeaderName = HeaderName::from_static("x-baton-run");
+
+/// How many branches of branches a capture follows before it gives up.
+pub const MAX_DEPTH: usize = 4;
+
+/// The run named by `x-baton-run`, if any; `Err` with the reason for a bad name.
+pub(crate) fn named_run(headers: &HeaderMap) -> Result<Option<RunId>, String> {
+    let Some(value) = headers.get(&RUN_HEADER) else {
+        return Ok(None);
+    };
+    let name = value
+        .to_str()
+        .map_err(|_| "x-baton-run: the run name is not visible ASCII".to_owned())?;
+    RunId::new(name)
+        .map(Some)
+        .map_err(|e| format!("x-baton-run: {e}"))
+}
+
+/// The run derived from a conversation (see the module docs).
+pub(crate) fn derived_run(
+    tenant: &TenantId,
+    request: &RequestBody,
+) -> Result<RunId, baton_core::Error> {
+    let mut hasher = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_be_bytes());
+        hasher.update(bytes);
+    };
+    field(tenant.as_str().as_bytes());
+    field(request.system.as_deref().unwrap_or("").as_bytes());
+    for message in &request.messages {
+        field(
+            serde_json::to_string(message)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        if message.role == Role::User {
+            break;
+        }
+    }
+    let digest: [u8; 32] = hasher.finalize().into();
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    RunId::new(format!("gw-{hex}"))
+}
+
+/// What one capture did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Stored,
+    Unchanged,
+    Branched,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Stored => "stored",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Branched => "branched",
+        }
+    }
+}
+
+/// Captures one answered call, counting and logging the outcome; never fails.
+pub(crate) async fn capture(
+    state: Arc<AppState>,
+    tenant: TenantId,
+    endpoint: Endpoint,
+    run: Option<RunId>,
+    request: serde_json::Value,
+    answer: Answer,
+) {
+    let outcome = match capture_inner(&state, &tenant, endpoint, run, &request, &answer).await {
+        Ok(outcome) => outcome.name(),
+        Err(e) => {
+            tracing::warn!(tenant = %tenant, error = %e, "gateway capture failed");
+            "failed"
+        }
+    };
+    state.metrics.capture(outcome);
+}
+
+async fn capture_inner(
+    state: &AppState,
+    tenant: &TenantId,
+    endpoint: Endpoint,
+    run: Option<RunId>,
+    request: &serde_json::Value,
+    answer: &Answer,
+) -> anyhow::Result<Outcome> {
+    let body = match endpoint {
+        Endpoint::Chat => baton_wire::openai::parse_request(request)?,
+        Endpoint::Messages => baton_wire::anthropic::parse_request(request)?,
+        Endpoint::Responses => baton_wire::responses::parse_request(request)?,
+        Endpoint::Embeddings => anyhow::bail!("embeddings are not a conversation"),
+    };
+    let reply = reply_message(endpoint, answer)?;
+    let run = match run {
+        Some(run) => run,
+        None => derived_run(tenant, &body)?,
+    };
+    let mut messages = body.messages;
+    messages.push(reply);
+    let mut redactions = 0;
+    for message in &mut messages {
+        redactions += baton_import::redact::redact_message(message);
+    }
+    let title = messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.plain_text().chars().take(80).collect::<String>());
+
+    let base: String = run.as_str().chars().take(115).collect();
+    let mut run = run;
+    let mut parent: Option<String> = None;
+    for _ in 0..=MAX_DEPTH {
+        let key = format!("gateway:{run}");
+        let origin = Origin {
+            source_key: key.clone(),
+            path: format!("gateway:{}", endpoint.operation()),
+            format: "gateway".into(),
+            parent_key: parent.clone(),
+            models: vec![body.model.clone()],
+            redactions: redactions as u64,
+            title: title.clone(),
+            ..Origin::default()
+        };
+        let entries = messages.iter().cloned().map(NewEntry::estimated).collect();
+        let import = NewImport::new(Some(run.clone()), origin, entries, vec![]);
+        let at = match state
+            .store
+            .import(tenant, vec![import.clone()], Reimport::AppendNew)
+            .await
+        {
+            Ok(done) => {
+                let branched = parent.is_some();
+                return Ok(match done.first() {
+                    Some(Imported::UpToDate(_)) => Outcome::Unchanged,
+                    _ if branched => Outcome::Branched,
+                    _ => Outcome::Stored,
+                });
+            }
+            Err(Error::Import(ImportRejection::Diverged { first, stored, .. })) => {
+                first.map_or(stored, |d| d.seq.0)
+            }
+            Err(Error::Import(ImportRejection::LastMessageChanged { stored, .. })) => stored,
+            Err(e) => return Err(e.into()),
+        };
+        let point = import
+            .digest_after(at.min(messages.len() as u64))
+            .unwrap_or_else(|| import.digest());
+        let hex = point.to_hex();
+        run = RunId::new(format!("{base}.{}", &hex[..12]))?;
+        parent = Some(key);
+    }
+    anyhow::bail!("the conversation diverged from more than {MAX_DEPTH} branches of run {run}")
+}
+
+/// The assistant message of a complete answer: a JSON body parsed, a stream assembled.
+fn reply_message(endpoint: Endpoint, answer: &Answer) -> anyhow::Result<Message> {
+    let text = &answer.body;
+    let reply = if answer.content_type.starts_with("text/event-stream") {
+        let mut stream = endpoint
+            .stream()
+            .ok_or_else(|| anyhow::anyhow!("this endpoint does not stream"))?;
+        stream.feed(text.as_bytes())?;
+        stream.finish()?
+    } else {
+        match endpoint {
+            Endpoint::Responses => baton_wire::responses::parse_response(text.as_bytes())?,
+            _ => endpoint.format().parse_response(text.as_bytes())?,
+        }
+    };
+    Ok(reply.message)
+}
