@@ -207,7 +207,8 @@ async fn capture_inner(
             Ok(done) => {
                 let branched = parent.is_some();
                 return Ok(match done.first() {
-                    Some(Imported::UpToDate(_)) => Outcome::Unchanged,
+                    // A run the user deleted stays deleted: nothing stored, as for a repeat.
+                    Some(Imported::UpToDate(_) | Imported::Deleted { .. }) => Outcome::Unchanged,
                     _ if branched => Outcome::Branched,
                     _ => Outcome::Stored,
                 });
