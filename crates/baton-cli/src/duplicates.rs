@@ -3,10 +3,8 @@
 
 use std::io::Write;
 
-use anyhow::Context as _;
-use baton_cache::report::{self, Row, ToolCall};
-use baton_core::key::canonical_json;
-use baton_core::{ContentBlock, Seq, Timestamp};
+use baton_cache::report::{self, Row};
+use baton_core::Timestamp;
 use baton_view::DuplicatesReport;
 
 use crate::args::DuplicatesArgs;
@@ -19,7 +17,7 @@ const DAY_MS: i64 = 86_400_000;
 pub async fn run(env: &Env, args: DuplicatesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let (since, until) = range(&args)?;
     let rows = if args.tools {
-        let calls = tool_calls(env).await?;
+        let calls = baton_reports::tool_calls(&*env.store, &env.tenant).await?;
         report::tools(&calls, args.operation.as_deref(), since, until)
     } else {
         let records = env.store.calls(&env.tenant, since, until).await?;
@@ -153,43 +151,4 @@ fn parse_day(text: &str, flag: &str) -> anyhow::Result<Timestamp> {
     Timestamp::from_day(text).ok_or_else(|| {
         InvalidInput(format!("{flag} {text:?}: expected a day as YYYY-MM-DD")).into()
     })
-}
-
-/// Every tool call of the tenant's runs. An imported run's calls are dated by when its source
-/// session started (the import's own time says nothing about the work); a native run's by
-/// when each message was stored.
-async fn tool_calls(env: &Env) -> anyhow::Result<Vec<ToolCall>> {
-    let mut calls = Vec::new();
-    for run in env.store.list_runs(&env.tenant).await? {
-        if run.last_seq == Seq(0) {
-            continue;
-        }
-        let report = env.store.run_report(&env.tenant, &run.id).await?;
-        let source_day = report
-            .origin
-            .as_ref()
-            .and_then(|o| o.first_at.as_deref())
-            .and_then(|at| humantime::parse_rfc3339_weak(at).ok())
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| Timestamp(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
-        let entries = env
-            .store
-            .read_range(&env.tenant, &run.id, Seq(1), None)
-            .await
-            .with_context(|| format!("reading run {}", run.id))?;
-        for entry in entries {
-            for block in &entry.message.content {
-                if let ContentBlock::ToolUse { id, name, input } = block {
-                    calls.push(ToolCall {
-                        run: run.id.to_string(),
-                        at: source_day.unwrap_or(entry.created_at),
-                        id: id.clone(),
-                        tool: name.clone(),
-                        canonical_input: canonical_json(input),
-                    });
-                }
-            }
-        }
-    }
-    Ok(calls)
 }

@@ -7,10 +7,9 @@
 
 use std::io::Write;
 
-use baton_core::Timestamp;
 use baton_core::prices::PriceTable;
-use baton_store::UsageQuery;
-use baton_usage::{Entry, Options, Order, Period, Table, TextOptions};
+use baton_reports::{Usage, UsageKind, UsageOptions};
+use baton_usage::{Period, Table};
 
 use crate::args::{UsageArgs, UsageOrder, UsageReport};
 use crate::env::{Env, print_json};
@@ -22,53 +21,31 @@ pub async fn run(env: &Env, args: UsageArgs, out: &mut dyn Write) -> anyhow::Res
         Some(path) => crate::compaction::load_prices(path)?,
         None => PriceTable::defaults(),
     };
-    let text = TextOptions {
+    let options = UsageOptions {
         since: args.since.as_deref(),
         until: args.until.as_deref(),
         timezone: Some(&args.timezone),
         project: args.project.as_deref(),
-        order: match args.order {
-            UsageOrder::Asc => Order::Asc,
-            UsageOrder::Desc => Order::Desc,
-        },
-    };
-    let options = Options::from_text(&text, prices)
-        .map_err(|e| InvalidInput(format!("--{}: {}", e.option, e.reason)))?;
-    let query = UsageQuery {
+        descending: matches!(args.order, UsageOrder::Desc),
         estimated: args.estimated,
-        project: args.project.clone(),
     };
-    let entries: Vec<Entry> = env
-        .store
-        .usage(&env.tenant, &query)
-        .await?
-        .into_iter()
-        .map(|u| Entry {
-            record: u.record,
-            session: u.session,
-            project: u.project,
-            agent: u.agent,
-        })
-        .collect();
-    let period = match args.report {
-        UsageReport::Daily => Some(Period::Daily),
-        UsageReport::Weekly => Some(Period::Weekly),
-        UsageReport::Monthly => Some(Period::Monthly),
-        UsageReport::Session | UsageReport::Blocks => None,
+    let kind = match args.report {
+        UsageReport::Daily => UsageKind::Period(Period::Daily),
+        UsageReport::Weekly => UsageKind::Period(Period::Weekly),
+        UsageReport::Monthly => UsageKind::Period(Period::Monthly),
+        UsageReport::Session => UsageKind::Session,
+        UsageReport::Blocks => UsageKind::Blocks,
     };
-    if let Some(period) = period {
-        let report = baton_usage::report(&entries, period, &options);
-        return show(env, out, &report, Table::Period(&report), args.breakdown);
-    }
-    match args.report {
-        UsageReport::Session => {
-            let report = baton_usage::sessions(&entries, &options);
-            show(env, out, &report, Table::Sessions(&report), args.breakdown)
-        }
-        _ => {
-            let report = baton_usage::blocks(&entries, &options, Timestamp::now());
-            show(env, out, &report, Table::Blocks(&report), args.breakdown)
-        }
+    let report = baton_reports::usage(&*env.store, &env.tenant, kind, &options, prices)
+        .await
+        .map_err(|e| match e {
+            baton_reports::Error::Invalid(m) => anyhow::Error::from(InvalidInput(format!("--{m}"))),
+            baton_reports::Error::Store(e) => e.into(),
+        })?;
+    match &report {
+        Usage::Period(r) => show(env, out, r, Table::Period(r), args.breakdown),
+        Usage::Session(r) => show(env, out, r, Table::Sessions(r), args.breakdown),
+        Usage::Blocks(r) => show(env, out, r, Table::Blocks(r), args.breakdown),
     }
 }
 

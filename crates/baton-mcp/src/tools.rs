@@ -909,148 +909,82 @@ async fn report(baton: &Scope<'_>, args: Result<ReportArgs, Failure>) -> Answer 
 }
 
 async fn usage(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
-    use baton_usage::{Entry, Options, Order, TextOptions};
-    let text = TextOptions {
+    use baton_reports::{UsageKind, UsageOptions};
+    let kind = match args.period.unwrap_or(Period::Daily) {
+        Period::Daily => UsageKind::Period(baton_usage::Period::Daily),
+        Period::Weekly => UsageKind::Period(baton_usage::Period::Weekly),
+        Period::Monthly => UsageKind::Period(baton_usage::Period::Monthly),
+        Period::Session => UsageKind::Session,
+        Period::Blocks => UsageKind::Blocks,
+    };
+    let options = UsageOptions {
         since: args.since.as_deref(),
         until: args.until.as_deref(),
-        timezone: None,
         project: args.project.as_deref(),
-        order: Order::Asc,
+        ..UsageOptions::default()
     };
-    let options = Options::from_text(&text, PriceTable::defaults())
-        .map_err(|e| bad(format!("report usage: {e}")))?;
-    let stored = baton
-        .store()
-        .usage(
-            &baton.tenant,
-            &baton_store::UsageQuery {
-                estimated: false,
-                project: args.project.clone(),
-            },
-        )
-        .await?;
-    let entries: Vec<Entry> = stored
-        .into_iter()
-        .map(|u| Entry {
-            record: u.record,
-            session: u.session,
-            project: u.project,
-            agent: u.agent,
-        })
-        .collect();
-    let period = |p| serde_json::to_value(baton_usage::report(&entries, p, &options));
-    let value = match args.period.unwrap_or(Period::Daily) {
-        Period::Daily => period(baton_usage::Period::Daily),
-        Period::Weekly => period(baton_usage::Period::Weekly),
-        Period::Monthly => period(baton_usage::Period::Monthly),
-        Period::Session => serde_json::to_value(baton_usage::sessions(&entries, &options)),
-        Period::Blocks => {
-            serde_json::to_value(baton_usage::blocks(&entries, &options, Timestamp::now()))
-        }
+    let report = baton_reports::usage(
+        baton.store(),
+        &baton.tenant,
+        kind,
+        &options,
+        PriceTable::defaults(),
+    )
+    .await
+    .map_err(|e| report_error("report usage", e))?;
+    structured(serde_json::to_value(report).map_err(|e| bad(e.to_string()))?)
+}
+
+/// A report's failure as the tool's: a bad option is the caller's, the store's is the store's.
+fn report_error(what: &str, e: baton_reports::Error) -> Failure {
+    match e {
+        baton_reports::Error::Invalid(m) => bad(format!("{what}: {m}")),
+        baton_reports::Error::Store(e) => e.into(),
     }
-    .map_err(|e| bad(e.to_string()))?;
-    structured(value)
 }
 
 async fn growth(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
-    use baton_compact::config::CompactionConfig;
-    use baton_compact::growth::Growth;
-    use baton_compact::replay::{Replay, replay};
-
     let Some(run) = args.run.as_deref() else {
         return Err(bad("report growth: give `run`"));
     };
     let run = run_id("run", run)?;
-    let mut config = CompactionConfig::named(args.strategy.as_deref().unwrap_or("structured"));
-    if let Some(budget) = args.budget {
-        config = config.with_budget(budget);
-    }
-    let mut how = Replay::new(run.clone(), &config).map_err(|e| {
-        bad(format!(
-            "report growth: {e} (strategies: {})",
-            baton_compact::strategies::names().join(", ")
-        ))
-    })?;
-    let record = baton.store().run(&baton.tenant, &run).await?;
-    let entries = baton
-        .store()
-        .read_range(&baton.tenant, &run, Seq(1), None)
-        .await?;
-    how.rules = record.rules.clone();
-    how.goal = record.goal.clone();
-    how.probes = false;
-    how.counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
-    let replayed = tokio::task::spawn_blocking(move || replay(&entries, &how))
+    let strategy = args.strategy.as_deref().unwrap_or("structured");
+    let job = baton_reports::GrowthJob::prepare(
+        baton.store(),
+        &baton.tenant,
+        &run,
+        strategy,
+        args.budget,
+    )
+    .await
+    .map_err(|e| report_error("report growth", e))?;
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let report = tokio::task::spawn_blocking(move || job.run(&never))
         .await
-        .map_err(|e| bad(format!("report growth: {e}")))?;
-    if replayed.needs_model {
-        return Err(bad(format!(
-            "needs-model: strategy {} needs a model to write its summaries, and the MCP server makes no model calls; use structured",
-            replayed.strategy
-        )));
-    }
-    let growth = Growth::of(&replayed.strategy, &replayed.steps);
-    let stored = baton.store().run_report(&baton.tenant, &run).await?;
-    let view = baton_view::GrowthReport::of(&run, &growth).with_reported(&stored.usage);
-    structured(serde_json::to_value(view).map_err(|e| bad(e.to_string()))?)
+        .map_err(|e| bad(format!("report growth: {e}")))?
+        .ok_or_else(|| bad("report growth: the replay was cancelled"))?
+        .map_err(|e| report_error("report growth", e))?;
+    structured(serde_json::to_value(report).map_err(|e| bad(e.to_string()))?)
 }
 
-const DAY_MS: i64 = 86_400_000;
-
 async fn duplicates(baton: &Scope<'_>, args: &ReportArgs) -> Answer {
-    use baton_cache::report::{self, ToolCall};
-    let day = |text: &str, what: &str| {
-        Timestamp::from_day(text)
-            .filter(|t| t.0 >= 0)
-            .ok_or_else(|| bad(format!("{what} {text:?}: expected a day as YYYY-MM-DD")))
+    let (since, until) = baton_reports::day_range(
+        None,
+        args.since.as_deref(),
+        args.until.as_deref(),
+        ["day", "since", "until"],
+    )
+    .map_err(|e| report_error("report duplicates", e))?;
+    let options = baton_reports::DuplicatesOptions {
+        tools: args.tools.unwrap_or(false),
+        operation: None,
+        since,
+        until,
     };
-    let since = match &args.since {
-        Some(d) => day(d, "since")?,
-        None => Timestamp(i64::MIN),
-    };
-    let until = match &args.until {
-        Some(d) => Timestamp(day(d, "until")?.0 + DAY_MS),
-        None => Timestamp(i64::MAX),
-    };
-    if since >= until {
-        return Err(bad("report duplicates: since is after until"));
-    }
-    let tools = args.tools.unwrap_or(false);
-    let rows = if tools {
-        let mut calls = Vec::new();
-        for listed in
-            listing::list(baton.store(), baton.memo, &baton.tenant, &Filter::default()).await?
-        {
-            let run = &listed.run.id;
-            for entry in baton
-                .store()
-                .read_range(&baton.tenant, run, Seq(1), None)
-                .await?
-            {
-                for block in &entry.message.content {
-                    if let Block::ToolUse { id, name, input } = block {
-                        calls.push(ToolCall {
-                            run: run.to_string(),
-                            at: entry.created_at,
-                            id: id.clone(),
-                            tool: name.clone(),
-                            canonical_input: baton_core::key::canonical_json(input),
-                        });
-                    }
-                }
-            }
-        }
-        report::tools(&calls, None, since, until)
-    } else {
-        let records = match baton.store().calls(&baton.tenant, since, until).await {
-            Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
-            other => other?,
-        };
-        report::calls(&records, None)
-    };
-    let total = report::total(&rows);
-    let view = baton_view::DuplicatesReport::of(tools, &rows, &total);
-    structured(serde_json::to_value(view).map_err(|e| bad(e.to_string()))?)
+    let report = baton_reports::duplicates(baton.store(), &baton.tenant, &options)
+        .await
+        .map_err(|e| report_error("report duplicates", e))?;
+    structured(serde_json::to_value(report).map_err(|e| bad(e.to_string()))?)
 }
 
 // ---- resources --------------------------------------------------------------------------

@@ -21,13 +21,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use baton_cache::report::{self, ToolCall};
-use baton_compact::config::CompactionConfig;
-use baton_compact::growth::Growth;
-use baton_compact::replay::{Replay, replay_unless};
-use baton_core::key::canonical_json;
-use baton_core::{ContentBlock, Seq, TenantId, Timestamp};
-use baton_store::Store;
+use baton_reports::{DuplicatesOptions, GrowthJob, UsageKind, UsageOptions};
 use baton_view::{DuplicatesReport, GrowthReport};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -46,8 +40,6 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(growth))
         .routes(routes!(usage))
 }
-
-const DAY_MS: i64 = 86_400_000;
 
 /// Which part of the log the duplicate-work report covers.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -99,24 +91,37 @@ async fn duplicates(
     State(state): State<Arc<AppState>>,
     ApiQuery(query): ApiQuery<DuplicatesQuery>,
 ) -> Result<ApiJson<DuplicatesReport>, Problem> {
-    let (since, until) = range(&query)?;
+    let (since, until) = baton_reports::day_range(
+        query.day.as_deref(),
+        query.since.as_deref(),
+        query.until.as_deref(),
+        ["day", "since", "until"],
+    )
+    .map_err(bad)?;
     let tools = query.tools.unwrap_or(false);
-    let operation = query.operation.as_deref();
-    let rows = if tools {
-        let calls = tool_calls(&*state.store, &caller.tenant).await?;
-        report::tools(&calls, operation, since, until)
-    } else {
+    if !tools {
         // The gateway logs in the background: read the caller's own calls after they are
         // written, so a report asked for right after a call includes it.
         state.cache(&caller.tenant).flush_log().await;
-        let records = match state.store.calls(&caller.tenant, since, until).await {
-            Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
-            other => other?,
-        };
-        report::calls(&records, operation)
+    }
+    let options = DuplicatesOptions {
+        tools,
+        operation: query.operation.as_deref(),
+        since,
+        until,
     };
-    let total = report::total(&rows);
-    Ok(ApiJson(DuplicatesReport::of(tools, &rows, &total)))
+    let report = baton_reports::duplicates(&*state.store, &caller.tenant, &options)
+        .await
+        .map_err(bad)?;
+    Ok(ApiJson(report))
+}
+
+/// A report's error as a problem: a bad option is a 400, a store failure as the store says.
+fn bad(e: baton_reports::Error) -> Problem {
+    match e {
+        baton_reports::Error::Invalid(detail) => Problem::bad_request(detail),
+        baton_reports::Error::Store(e) => e.into(),
+    }
 }
 
 /// A run's token-growth report.
@@ -137,37 +142,17 @@ async fn growth(
     ApiQuery(query): ApiQuery<GrowthQuery>,
 ) -> Result<ApiJson<GrowthReport>, Problem> {
     let run = run_id(&id)?;
-    let name = query.strategy.as_deref().unwrap_or("structured");
-    let mut config = CompactionConfig::named(name);
-    if let Some(budget) = query.budget {
-        config = config.with_budget(budget);
-    }
-    let bad = |e: baton_compact::config::Error| {
-        Problem::bad_request(format!(
-            "{e} (strategies: {}; budget: 1 or more tokens)",
-            baton_compact::strategies::names().join(", ")
-        ))
-    };
-    let mut how = Replay::new(run.clone(), &config).map_err(bad)?;
-    let record = state.store.run(&caller.tenant, &run).await?;
-    let entries = state
-        .store
-        .read_range(&caller.tenant, &run, Seq(1), None)
-        .await?;
-    how.rules = record.rules.clone();
-    how.goal = record.goal.clone();
-    how.probes = false;
-    how.counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
-    let replayed = state
-        .blocking(move |cancel| replay_unless(&entries, &how, cancel))
+    let strategy = query.strategy.as_deref().unwrap_or("structured");
+    let job = GrowthJob::prepare(&*state.store, &caller.tenant, &run, strategy, query.budget)
+        .await
+        .map_err(bad)?;
+    let report = state
+        .blocking(move |cancel| job.run(cancel))
         .await
         .map_err(|e| Problem::internal(&e))?
-        .ok_or_else(|| Problem::internal(&"the growth replay was cancelled"))?;
-    let growth = Growth::of(&replayed.strategy, &replayed.steps);
-    let stored = state.store.run_report(&caller.tenant, &run).await?;
-    Ok(ApiJson(
-        GrowthReport::of(&run, &growth).with_reported(&stored.usage),
-    ))
+        .ok_or_else(|| Problem::internal(&"the growth replay was cancelled"))?
+        .map_err(bad)?;
+    Ok(ApiJson(report))
 }
 
 /// What the usage reports cover.
@@ -213,140 +198,38 @@ async fn usage(
     ApiPath(report): ApiPath<String>,
     ApiQuery(query): ApiQuery<UsageQuery>,
 ) -> Result<ApiJson<UsageBody>, Problem> {
-    use baton_usage::{Entry, Options, Order, Period, TextOptions};
-    let period = match report.as_str() {
-        "daily" => Some(Period::Daily),
-        "weekly" => Some(Period::Weekly),
-        "monthly" => Some(Period::Monthly),
-        "session" | "blocks" => None,
-        other => {
-            return Err(Problem::bad_request(format!(
-                "unknown usage report {other:?}: expected daily, weekly, monthly, session or blocks"
-            )));
-        }
-    };
-    let order = match query.order.as_deref() {
-        None | Some("asc") => Order::Asc,
-        Some("desc") => Order::Desc,
+    let kind = UsageKind::parse(&report).ok_or_else(|| {
+        Problem::bad_request(format!(
+            "unknown usage report {report:?}: expected {}",
+            UsageKind::NAMES
+        ))
+    })?;
+    let descending = match query.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
         Some(other) => {
             return Err(Problem::bad_request(format!(
                 "order: {other:?}: expected asc or desc"
             )));
         }
     };
-    let text = TextOptions {
+    let options = UsageOptions {
         since: query.since.as_deref(),
         until: query.until.as_deref(),
-        timezone: query.timezone.as_deref(),
         project: query.project.as_deref(),
-        order,
+        timezone: query.timezone.as_deref(),
+        descending,
+        estimated: query.estimated.unwrap_or(false),
     };
-    let options = Options::from_text(&text, baton_core::prices::PriceTable::defaults())
-        .map_err(|e| Problem::bad_request(e.to_string()))?;
-    let stored = state
-        .store
-        .usage(
-            &caller.tenant,
-            &baton_store::UsageQuery {
-                estimated: query.estimated.unwrap_or(false),
-                project: query.project.clone(),
-            },
-        )
-        .await?;
-    let entries: Vec<Entry> = stored
-        .into_iter()
-        .map(|u| Entry {
-            record: u.record,
-            session: u.session,
-            project: u.project,
-            agent: u.agent,
-        })
-        .collect();
-    let value = match (period, report.as_str()) {
-        (Some(period), _) => serde_json::to_value(baton_usage::report(&entries, period, &options)),
-        (None, "session") => serde_json::to_value(baton_usage::sessions(&entries, &options)),
-        (None, _) => {
-            serde_json::to_value(baton_usage::blocks(&entries, &options, Timestamp::now()))
-        }
-    }
-    .map_err(|e| Problem::internal(&e))?;
+    let report = baton_reports::usage(
+        &*state.store,
+        &caller.tenant,
+        kind,
+        &options,
+        baton_core::prices::PriceTable::defaults(),
+    )
+    .await
+    .map_err(bad)?;
+    let value = serde_json::to_value(report).map_err(|e| Problem::internal(&e))?;
     Ok(ApiJson(UsageBody(value)))
-}
-
-/// `[since, until)` in milliseconds, from `day` or `since`/`until` (UTC days, inclusive).
-fn range(query: &DuplicatesQuery) -> Result<(Timestamp, Timestamp), Problem> {
-    if let Some(day) = &query.day {
-        if query.since.is_some() || query.until.is_some() {
-            return Err(Problem::bad_request(
-                "give `day`, or `since` and `until`, not both",
-            ));
-        }
-        let start = parse_day(day, "day")?;
-        return Ok((start, Timestamp(start.0 + DAY_MS)));
-    }
-    let since = match &query.since {
-        Some(d) => parse_day(d, "since")?,
-        None => Timestamp(i64::MIN),
-    };
-    let until = match &query.until {
-        Some(d) => Timestamp(parse_day(d, "until")?.0 + DAY_MS),
-        None => Timestamp(i64::MAX),
-    };
-    if since >= until {
-        return Err(Problem::bad_request(format!(
-            "since {:?} is after until {:?}",
-            query.since.as_deref().unwrap_or(""),
-            query.until.as_deref().unwrap_or("")
-        )));
-    }
-    Ok((since, until))
-}
-
-/// A UTC day `YYYY-MM-DD` (years 1970 to 9999) as the millisecond its midnight is.
-fn parse_day(text: &str, what: &str) -> Result<Timestamp, Problem> {
-    Timestamp::from_day(text)
-        .filter(|t| t.0 >= 0)
-        .ok_or_else(|| {
-            Problem::bad_request(format!(
-                "{what} {text:?}: expected a day as YYYY-MM-DD, from 1970-01-01 to 9999-12-31"
-            ))
-        })
-}
-
-/// Every tool call of the tenant's runs. An imported run's calls are dated by when its source
-/// session started (the import's own time says nothing about the work); a native run's by
-/// when each message was stored.
-async fn tool_calls(store: &dyn Store, tenant: &TenantId) -> Result<Vec<ToolCall>, Problem> {
-    let runs = match store.list_runs(tenant).await {
-        Err(baton_store::Error::UnknownTenant { .. }) => Vec::new(),
-        other => other?,
-    };
-    let mut calls = Vec::new();
-    for run in runs {
-        if run.last_seq == Seq(0) {
-            continue;
-        }
-        let report = store.run_report(tenant, &run.id).await?;
-        let source_day = report
-            .origin
-            .as_ref()
-            .and_then(|o| o.first_at.as_deref())
-            .and_then(|at| humantime::parse_rfc3339_weak(at).ok())
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| Timestamp(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
-        for entry in store.read_range(tenant, &run.id, Seq(1), None).await? {
-            for block in &entry.message.content {
-                if let ContentBlock::ToolUse { id, name, input } = block {
-                    calls.push(ToolCall {
-                        run: run.id.to_string(),
-                        at: source_day.unwrap_or(entry.created_at),
-                        id: id.clone(),
-                        tool: name.clone(),
-                        canonical_input: canonical_json(input),
-                    });
-                }
-            }
-        }
-    }
-    Ok(calls)
 }
