@@ -159,6 +159,10 @@ pub struct ServeArgs {
     /// gateway is stored as a run, named by `x-baton-run` or derived from its first messages).
     #[arg(long)]
     pub no_capture: bool,
+    /// Do not serve the dashboard at `/ui`. When served on a loopback address, it shows the
+    /// `--tenant` without a key (to loopback `Host`s only); elsewhere it asks for an API key.
+    #[arg(long)]
+    pub no_ui: bool,
     /// How long the gateway serves a cached answer.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "24h")]
     pub cache_ttl: std::time::Duration,

@@ -39,6 +39,8 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
             None => baton_core::prices::PriceTable::defaults(),
         },
         capture: !args.no_capture,
+        ui: !args.no_ui,
+        ui_open_tenant: None,
     };
     for (flag, value) in [
         ("--cache-ttl", config.cache_ttl),
@@ -58,6 +60,11 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
         .await
         .with_context(|| format!("--addr {}: cannot listen", args.addr))?;
     let addr = listener.local_addr()?;
+    // Only a server no other machine can reach shows its dashboard without a key.
+    let config = Config {
+        ui_open_tenant: addr.ip().is_loopback().then(|| env.tenant.clone()),
+        ..config
+    };
     let state = AppState::new(env.store.clone(), config)?;
     let shutdown = shutdown_signal()?;
     writeln!(out, "listening on http://{addr}")?;

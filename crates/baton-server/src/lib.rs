@@ -8,6 +8,7 @@
 //!   dedup and the call log, with `Idempotency-Key` support; `GET /v1/models`,
 //!   `POST /v1/messages/count_tokens` and `/v1/responses/{id}…` relayed; the vendor's error
 //!   shape for baton's own errors on those routes;
+//! - `/ui`: the dashboard (`baton-ui`), unless `Config::ui` is off;
 //! - `/healthz` (the process answers), `/readyz` (the store answers and the server is not
 //!   draining), `/metrics` (`metrics`).
 //!
@@ -59,7 +60,18 @@ pub fn app(state: Arc<AppState>) -> Router {
     // Serialized once: the document only changes with the code.
     let openapi: Arc<str> = openapi.to_json().unwrap_or_default().into();
     let api = api.layer(middleware::from_fn_with_state(state.clone(), api_timeout));
-    Router::new()
+    let mut router = Router::new();
+    if state.config.ui {
+        router = router.nest_service(
+            baton_ui::BASE,
+            baton_ui::router(baton_ui::Ui {
+                store: state.store.clone(),
+                open_tenant: state.config.ui_open_tenant.clone(),
+                prices: state.config.prices.clone(),
+            }),
+        );
+    }
+    router
         .merge(api)
         .merge(gateway::routes())
         .route_service(

@@ -45,6 +45,11 @@ pub struct Config {
     /// Whether gateway conversations are captured as runs (`baton serve --no-capture` turns it
     /// off; see `gateway::capture`).
     pub capture: bool,
+    /// Whether `/ui` (the dashboard) is served (`baton serve --no-ui` turns it off).
+    pub ui: bool,
+    /// The tenant `/ui` shows without a key, to loopback `Host`s only (`baton serve` sets its
+    /// `--tenant` when it listens on loopback only); `None`: every visitor signs in with a key.
+    pub ui_open_tenant: Option<TenantId>,
 }
 
 impl Default for Config {
@@ -63,6 +68,8 @@ impl Default for Config {
             max_connections: 1024,
             prices: PriceTable::defaults(),
             capture: true,
+            ui: true,
+            ui_open_tenant: None,
         }
     }
 }

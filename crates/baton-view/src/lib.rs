@@ -63,4 +63,7 @@ pub use runs::{
     DeletedRunView, RunCountsView, RunList, RunOriginView, RunReportView, RunSummaryView, RunView,
     SourceCompactionView,
 };
-pub use summaries::{ClaimKindName, ClaimView, StatusName, SummaryItem, SummaryList, SummaryView};
+pub use summaries::{
+    ClaimChange, ClaimKindName, ClaimView, StatusName, SummaryDiff, SummaryItem, SummaryList,
+    SummaryView,
+};

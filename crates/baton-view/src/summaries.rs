@@ -282,3 +282,56 @@ impl SummaryList {
         }
     }
 }
+
+/// What changed between two summary versions of a run, claim by claim, by
+/// `baton_core::claim::diff` (the rule `baton summary diff` prints): a claim is the same when
+/// its kind, text and seq match; one of the same kind and seq with another text is `changed`;
+/// the rest are `added` (only in `to`) or `dropped` (only in `from`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SummaryDiff {
+    /// The older side's id.
+    pub from: u64,
+    /// The newer side's id.
+    pub to: u64,
+    /// Claims only in `to`.
+    pub added: Vec<ClaimView>,
+    /// Claims only in `from`.
+    pub dropped: Vec<ClaimView>,
+    /// Claims in both that differ: each as it was and as it is.
+    pub changed: Vec<ClaimChange>,
+    /// Claims of `to` that `from` has too.
+    pub unchanged: usize,
+}
+
+/// A claim in both versions of a [`SummaryDiff`] that differs between them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClaimChange {
+    /// As `from` has it.
+    pub before: ClaimView,
+    /// As `to` has it.
+    pub after: ClaimView,
+}
+
+impl SummaryDiff {
+    /// The diff from `from` to `to`, in `to`'s claim order (dropped claims in `from`'s).
+    pub fn of(from: &Summary, to: &Summary) -> Self {
+        let d = baton_core::claim::diff(&from.claims, &to.claims);
+        SummaryDiff {
+            from: from.id.0,
+            to: to.id.0,
+            added: d.added.iter().map(ClaimView::from).collect(),
+            dropped: d.dropped.iter().map(ClaimView::from).collect(),
+            changed: d
+                .changed
+                .iter()
+                .map(|(before, after)| ClaimChange {
+                    before: before.into(),
+                    after: after.into(),
+                })
+                .collect(),
+            unchanged: to.claims.iter().filter(|c| from.claims.contains(c)).count(),
+        }
+    }
+}

@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use baton_core::{Claim, RunId, Seq, SummaryId};
 use baton_store::{Candidate, Install, Rejection};
-use baton_view::{ClaimView, SummaryList, SummaryView};
+use baton_view::{ClaimView, SummaryDiff, SummaryList, SummaryView};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 
 use crate::api::runs::run_id;
 use crate::auth::Caller;
-use crate::problem::{ApiJson, ApiPath, Problem, ProblemBody, status};
+use crate::problem::{ApiJson, ApiPath, ApiQuery, Problem, ProblemBody, status};
 use crate::state::AppState;
 
 /// The routes of this module.
@@ -30,6 +30,51 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(list_summaries, install_summary))
         .routes(routes!(get_summary))
         .routes(routes!(activate_summary))
+        .routes(routes!(diff_summaries))
+}
+
+/// The two versions a diff compares.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DiffQuery {
+    /// The older version's id.
+    pub from: u64,
+    /// The newer version's id.
+    pub to: u64,
+}
+
+/// What changed between two summary versions of a run: claims added, dropped and changed (the
+/// rule of `baton summary diff`: a changed claim has the kind and seq of one it replaces, with
+/// another text). The dashboard's diff page shows this view.
+#[utoipa::path(
+    get, path = "/v1/runs/{id}/summaries/diff", tag = "summaries",
+    params(("id" = String, Path, description = "The run's id"), DiffQuery),
+    responses(
+        (status = 200, description = "The diff", body = SummaryDiff),
+        (status = 400, description = "A bad id, a missing version", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 401, description = "No valid key", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "No such run, or a version that is not the run's", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+async fn diff_summaries(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<DiffQuery>,
+) -> Result<ApiJson<SummaryDiff>, Problem> {
+    let run = run_id(&id)?;
+    let mut sides = Vec::with_capacity(2);
+    for sid in [query.from, query.to] {
+        let summary = state.store.summary(&caller.tenant, SummaryId(sid)).await?;
+        if summary.run != run {
+            return Err(Problem::not_found(format!(
+                "summary {sid} is not a version of run {run}"
+            )));
+        }
+        sides.push(summary);
+    }
+    Ok(ApiJson(SummaryDiff::of(&sides[0], &sides[1])))
 }
 
 /// A candidate summary to install.

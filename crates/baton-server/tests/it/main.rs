@@ -21,3 +21,4 @@ mod sdk;
 mod service;
 mod summaries;
 mod support;
+mod ui;
