@@ -4,8 +4,9 @@
 //! - `cargo xtask test [ARGS…]`: the whole test suite on a machine with only the Rust toolchain
 //!   and the distribution's packages. It checks for what the suite needs (PostgreSQL's server
 //!   binaries `initdb` and `pg_ctl`, python3 with `venv` for the HTTP contract and SDK tests,
-//!   tmux for the REPL test, promtool for the metrics format test) and installs what is missing
-//!   with apt-get when it runs as root, or prints the one command that would. Unless
+//!   tmux for the REPL test, promtool for the metrics format test, Chromium for the dashboard's
+//!   browser test) and installs what is missing with apt-get when it runs as root, or prints
+//!   the one command that would. Unless
 //!   `BATON_TEST_PG` names a server, it starts a private PostgreSQL cluster (`initdb` and
 //!   `pg_ctl` in a temporary directory, on a free port), exports `BATON_TEST_PG` for it, runs
 //!   `cargo test --workspace --locked ARGS…`, and stops and removes the cluster at the end,
@@ -35,6 +36,12 @@ const NEEDS: &[Need] = &[
         what: "tmux (the REPL test)",
         package: "tmux",
         present: || on_path("tmux"),
+        only_for_private_cluster: false,
+    },
+    Need {
+        what: "Chromium (the dashboard's browser test)",
+        package: "chromium",
+        present: || on_path("chromium"),
         only_for_private_cluster: false,
     },
     Need {

@@ -19,6 +19,8 @@ pub(crate) fn page(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · baton" }
+                // No icon to fetch: the browser would ask the server root for /favicon.ico.
+                link rel="icon" href="data:,";
                 link rel="stylesheet" href={ (BASE) "/assets/baton.css" };
                 script src={ (BASE) "/assets/htmx.min.js" } defer {}
             }

@@ -150,17 +150,18 @@ pub(crate) fn bars(items: &[Bar], y_label: &str, height: f64) -> Markup {
     }
 }
 
-/// One summary version's band on the seq axis.
+/// One summary version's band on the seq axis: it covers `1..=through`, of which
+/// `new_from..=through` is what it added to the version it was built on.
 pub(crate) struct Band {
     pub id: u64,
-    pub from: u64,
+    pub new_from: u64,
     pub through: u64,
     pub active: bool,
     pub href: String,
 }
 
 /// A run's seq axis `1..=last`: each summary version's coverage as a band (newest lowest, the
-/// active one marked), the source agent's own compactions as lines after their seq, pins as
+/// part it added over its base solid, the active one marked), the source agent's own compactions as lines after their seq, pins as
 /// ticks.
 pub(crate) fn coverage(last: u64, bands: &[Band], compactions: &[u64], pins: &[u64]) -> Markup {
     let plot = WIDTH - LEFT - RIGHT;
@@ -190,17 +191,21 @@ pub(crate) fn coverage(last: u64, bands: &[Band], compactions: &[u64], pins: &[u
     }
     for (i, band) in bands.iter().enumerate() {
         let y = 28.0 + row * i as f64;
-        let x0 = x(band.from as f64);
+        let start = x(1.0);
+        let x0 = x(band.new_from as f64);
         let x1 = x(band.through as f64 + 1.0).max(x0 + 2.0);
         let _ = write!(
             out,
-            r#"<a href="{}"><rect class="band{}" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}"><title>summary {} covers seq {} to {}{}</title></rect></a><text class="tick" x="{}" y="{:.1}" text-anchor="end">v{}</text>"#,
+            r#"<a href="{}"><rect class="band old" x="{start:.1}" y="{y:.1}" width="{:.1}" height="{:.1}"/><rect class="band{}" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}"><title>summary v{} covers seq 1 to {}, seq {} to {} new{}</title></rect></a><text class="tick" x="{}" y="{:.1}" text-anchor="end">v{}</text>"#,
             band.href,
+            (x0 - start).max(0.0),
+            row - 4.0,
             if band.active { " active" } else { "" },
             x1 - x0,
             row - 4.0,
             band.id,
-            band.from,
+            band.through,
+            band.new_from,
             band.through,
             if band.active { " (active)" } else { "" },
             LEFT - 6.0,
@@ -214,7 +219,8 @@ pub(crate) fn coverage(last: u64, bands: &[Band], compactions: &[u64], pins: &[u
                 (PreEscaped(out))
             }
             figcaption.legend {
-                span { i.swatch.band {} "a summary version's coverage" }
+                span { i.swatch.band.old {} "covered by the version it was built on" }
+                span { i.swatch.band {} "what a version added" }
                 span { i.swatch.band.active {} "the active summary" }
                 span { i.swatch.source-compaction {} "the source agent's compaction" }
                 span { i.swatch.pin {} "pin" }

@@ -7,20 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::support::{Ran, Sandbox, ran};
-
-/// The shared corpus, or `None` (with a message) when it is absent.
-fn corpus() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ));
-    if dir.join("SOURCES.md").is_file() {
-        return Some(dir.canonicalize().unwrap());
-    }
-    println!("skipping: corpus not found at {}", dir.display());
-    None
-}
+use crate::support::{Ran, Sandbox, corpus, ran};
 
 fn import_json(sb: &Sandbox, args: &[&str]) -> (Ran, Value) {
     let mut all = vec!["import", "--json"];

@@ -27,6 +27,7 @@ mod serve;
 mod support;
 mod tidy;
 mod tokens;
+mod ui;
 mod usage;
 mod versions;
 mod watch;

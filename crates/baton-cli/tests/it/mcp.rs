@@ -10,80 +10,14 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, create_key, serve};
+use crate::support::{Sandbox, corpus, create_key, serve};
 
 /// The Python packages the MCP client test uses, pinned.
 const MCP_PACKAGES: &[&str] = &["mcp==2.3.0"];
 
-/// A virtual environment with [`MCP_PACKAGES`], made on first use under the target directory
-/// (`target/test-venv-mcp`, or `BATON_TEST_MCP_VENV`) and reused after, the way
-/// `baton-server`'s tests make theirs. `None`, with a message, when it cannot be made outside
-/// CI; in CI (`CI` set) that is a failure. Made once per test process, so tests running at
-/// once never build it together.
+/// The MCP test's environment (`target/test-venv-mcp`).
 fn python_venv() -> Option<PathBuf> {
-    static VENV: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    VENV.get_or_init(make_venv).clone()
-}
-
-fn make_venv() -> Option<PathBuf> {
-    let dir = std::env::var_os("BATON_TEST_MCP_VENV").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv-mcp"),
-        PathBuf::from,
-    );
-    let python = dir.join("bin/python");
-    let stamp = dir.join("baton-packages.txt");
-    let wanted = MCP_PACKAGES.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
-        return Some(python);
-    }
-    let run = |cmd: &mut std::process::Command| -> Result<(), String> {
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
-        }
-    };
-    let made = (|| {
-        if !python.exists() {
-            run(std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&dir))?;
-        }
-        run(std::process::Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(MCP_PACKAGES))?;
-        std::fs::write(&stamp, &wanted).map_err(|e| e.to_string())
-    })();
-    match made {
-        Ok(()) => Some(python),
-        Err(e) if std::env::var_os("CI").is_some() => {
-            panic!("CI: the MCP Python environment cannot be made: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipped: the MCP Python environment cannot be made ({e})");
-            None
-        }
-    }
-}
-
-/// The shared corpus, or `None` (with a message) when it is absent.
-fn corpus() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ));
-    if dir.join("SOURCES.md").is_file() {
-        return Some(dir.canonicalize().unwrap());
-    }
-    println!("skipping: corpus not found at {}", dir.display());
-    None
+    crate::support::python_venv("test-venv-mcp", MCP_PACKAGES)
 }
 
 /// A SQLite sandbox with a Claude Code and a Codex session of the corpus imported.

@@ -379,3 +379,80 @@ pub fn age(path: &std::path::Path) {
     file.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
         .unwrap();
 }
+
+/// The shared corpus (`../shared/corpus` beside the project), or `None` with a message when
+/// it is absent: tests read it in place and never copy it into the project.
+pub fn corpus() -> Option<PathBuf> {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/corpus"
+    ));
+    if dir.join("SOURCES.md").is_file() {
+        return Some(dir.canonicalize().unwrap());
+    }
+    println!("skipping: corpus not found at {}", dir.display());
+    None
+}
+
+/// A Python virtual environment with `packages` (pinned), made on first use under the target
+/// directory (`target/NAME`) and reused after (a stamp file lists what it holds). `None`, with
+/// a message, when it cannot be made outside CI; in CI (`CI` set) that is a failure, since the
+/// tests that use it must run there. Made once per test process and name, so tests running at
+/// once never build one together.
+pub fn python_venv(name: &'static str, packages: &'static [&'static str]) -> Option<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MADE: OnceLock<Mutex<HashMap<&'static str, Option<PathBuf>>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    made.entry(name)
+        .or_insert_with(|| make_venv(name, packages))
+        .clone()
+}
+
+fn make_venv(name: &str, packages: &[&str]) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target")
+        .join(name);
+    let python = dir.join("bin/python");
+    let stamp = dir.join("baton-packages.txt");
+    let wanted = packages.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Some(python);
+    }
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    let made = (|| {
+        if !python.exists() {
+            run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+        }
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages))?;
+        std::fs::write(&stamp, &wanted).map_err(|e| e.to_string())
+    })();
+    match made {
+        Ok(()) => Some(python),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI: the Python environment {name} cannot be made: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: the Python environment {name} cannot be made ({e})");
+            None
+        }
+    }
+}

@@ -42,15 +42,15 @@ pub struct RunQuery {
     pub from: Option<u64>,
 }
 
-/// Where each summary version starts: one after the coverage of the version it was built
-/// from (1 for a first version).
+/// Each summary version's band: it covers seq 1 to its coverage, and adds what follows the
+/// coverage of the version it was built on (all of it for a first version).
 pub(crate) fn bands(run: &RunId, summaries: &[Summary], active: Option<u64>) -> Vec<Band> {
     let coverage: BTreeMap<u64, u64> = summaries.iter().map(|s| (s.id.0, s.coverage.0)).collect();
     summaries
         .iter()
         .map(|s| Band {
             id: s.id.0,
-            from: s
+            new_from: s
                 .previous_id
                 .and_then(|p| coverage.get(&p.0))
                 .map_or(1, |c| c + 1)

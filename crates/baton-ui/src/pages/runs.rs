@@ -209,7 +209,7 @@ pub async fn page(
             button type="submit" { "Filter" }
             a href={ (BASE) "/runs" } { "Clear" }
         }
-        p.muted { (count(total as u64)) " runs" @if total != all.len() { " of " (count(all.len() as u64)) } }
+        p.muted.count data-selected=(total) data-all=(all.len()) { (count(total as u64)) " runs" @if total != all.len() { " of " (count(all.len() as u64)) } }
         table.runs {
             thead { tr {
                 th { "Run" }

@@ -79,7 +79,7 @@ fn versions_table(run: &RunId, summaries: &[Summary], active: Option<SummaryId>)
                         @for (s, band) in summaries.iter().zip(&bands) {
                             tr.active[active == Some(s.id)] {
                                 td { a href=(band.href) { "v" (s.id.0) } @if active == Some(s.id) { " " b { "active" } } }
-                                td { "seq " (band.from) "–" (s.coverage.0) }
+                                td { "seq 1–" (s.coverage.0) @if band.new_from > 1 { span.muted { " (" (band.new_from) "–" (s.coverage.0) " new)" } } }
                                 td { @if let Some(p) = s.previous_id { "v" (p.0) } @else { span.muted { "—" } } }
                                 td.num { (s.claims.len()) }
                                 td { (s.meta.as_ref().and_then(|m| m.get("strategy")).and_then(|v| v.as_str()).unwrap_or("")) }
