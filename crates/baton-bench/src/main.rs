@@ -87,6 +87,9 @@
 //! 15. **Watch** (issue 17; module `watch`): the corpus's largest Claude Code session written
 //!     into a folder `baton_watch::watch` follows, in bursts of lines; the latency from a write
 //!     to the run's growth in the store, median and worst (target: worst < 1 s).
+//! 16. **Dashboard** (issue 21; module `ui`): each page of `/ui` rendered in process on a
+//!     store of 1,000+ runs (the corpus imported, topped up) and a 5,000-message run: median
+//!     server time (target < 200 ms) and the largest page (target ≤ 1 MB).
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
@@ -127,6 +130,7 @@ mod peers;
 mod pg_ledger;
 mod postgres;
 mod tokens;
+mod ui;
 mod usage;
 mod watch;
 
@@ -136,7 +140,7 @@ const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
   --json    also print one JSON object with every figure, as the last line
   --only    run these sections alone: append, single, context, install, import, tokens,
             compaction, continuity, cache, ledger, postgres, pg_ledger, gateway, usage,
-            watch
+            watch, ui
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -173,7 +177,7 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 16] = [
+const SECTIONS: [&str; 17] = [
     "append",
     "single",
     "context",
@@ -190,6 +194,7 @@ const SECTIONS: [&str; 16] = [
     "gateway",
     "usage",
     "watch",
+    "ui",
 ];
 
 /// `Ok(None)` asks for the help text.
@@ -468,7 +473,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "pg_ledger" => pg_ledger::section(quick, r, &mut out)?,
             "gateway" => gateway::section(dir, quick, r, &mut out)?,
             "usage" => usage::section(r, &mut out)?,
-            _ => watch::section(&rt, dir, quick, r, &mut out)?,
+            "watch" => watch::section(&rt, dir, quick, r, &mut out)?,
+            _ => ui::section(&rt, dir, quick, r, &mut out)?,
         }
     }
 
