@@ -1,24 +1,9 @@
 //! `baton runs list` for people and `baton runs delete` (issue 17, items 6 and 1), through the
 //! real binary on both backends, on the shared corpus.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
-use crate::support::Sandbox;
-
-/// The shared corpus, or `None` (with a message) when it is absent.
-fn corpus() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ));
-    if dir.join("SOURCES.md").is_file() {
-        return Some(dir.canonicalize().unwrap());
-    }
-    println!("skipping: corpus not found at {}", dir.display());
-    None
-}
+use crate::support::{Sandbox, corpus};
 
 fn list(sb: &Sandbox, args: &[&str]) -> Value {
     let mut all = vec!["runs", "list", "--format", "json"];

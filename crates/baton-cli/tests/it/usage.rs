@@ -12,20 +12,7 @@ use baton_import::Format;
 use baton_usage::{Entry, Options, Period, dedupe, root_session};
 use serde_json::Value;
 
-use crate::support::{Sandbox, age};
-
-/// The Claude Code and Codex folders of the shared corpus, or `None` (with a message).
-fn corpus() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus"
-    ));
-    if dir.join("claude-code-jsonl").is_dir() {
-        return Some(dir.canonicalize().unwrap());
-    }
-    println!("skipping: corpus not found at {}", dir.display());
-    None
-}
+use crate::support::{Sandbox, age, corpus};
 
 /// What the import should have kept: every Claude Code and Codex file of `dirs` read by
 /// `baton-import` (only the settled part of a file changed lately, as the importer reads

@@ -1,6 +1,6 @@
 //! A run's token growth: per model call, the input tokens had the whole transcript been sent
-//! (the quadratic curve) against the compacted context under a strategy (the flat one), with up
-//! to two more strategies side by side, and the input the provider billed per response where
+//! (the quadratic curve) against the compacted context under a strategy (the flat one), with one
+//! more strategy side by side (up to two, as the query says), and the input the provider billed per response where
 //! the source recorded usage (fresh input, cache writes and cache reads), with the cache reads
 //! on their own line.
 //!
@@ -32,7 +32,7 @@ pub struct GrowthQuery {
     pub strategy: Option<String>,
     /// Its token budget.
     pub budget: Option<u64>,
-    /// Strategies to draw beside it, comma-separated (at most two).
+    /// Strategies to draw beside it, comma-separated (at most two; `sliding` when absent).
     pub compare: Option<String>,
 }
 
@@ -66,15 +66,22 @@ pub async fn page(
 ) -> Result<Markup, Failure> {
     let run = run_id(&id)?;
     let strategy = given(&q.strategy).unwrap_or("structured").to_owned();
-    let compare: Vec<String> = given(&q.compare)
-        .map(|c| {
-            c.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty() && *s != strategy)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    // Unless the query says (an empty `compare` for none), one other strategy is drawn beside
+    // the main one: sliding, the simplest bound, or structured beside it.
+    let default = if strategy == "sliding" {
+        "structured"
+    } else {
+        "sliding"
+    };
+    let compare: Vec<String> = q
+        .compare
+        .as_deref()
+        .unwrap_or(default)
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != strategy)
+        .map(str::to_owned)
+        .collect();
     if compare.len() > MAX_COMPARED {
         return Err(Failure::bad(format!(
             "compare: at most {MAX_COMPARED} strategies besides the main one"
