@@ -4,7 +4,7 @@
 //! part, and the timeline, [`PER_PAGE`] messages a page so a 5,000-message run sends a page,
 //! not the run.
 //!
-//! In the timeline, text is cut to [`PREVIEW`] characters and tool calls and results are
+//! In the timeline, text is cut to 600 characters and tool calls and results are
 //! collapsed (and cut to a few thousand characters); a page stops at 700 KB of timeline
 //! whatever its messages hold, and "Later" starts where it stopped. "original" fetches the stored message exactly as recall returns it
 //! (`/ui/runs/{id}/seq/{n}`, the JSON of `GET /v1/runs/{id}/messages/{n}`), into the page.
