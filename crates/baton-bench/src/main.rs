@@ -90,6 +90,9 @@
 //! 16. **Dashboard** (issue 21; module `ui`): each page of `/ui` rendered in process on a
 //!     store of 1,000+ runs (the corpus imported, topped up) and a 5,000-message run: median
 //!     server time (target < 200 ms) and the largest page (target ≤ 1 MB).
+//! 17. **MCP** (issue 19; module `mcp`): `search` and `recall` through `baton_mcp::Baton::call`
+//!     on the corpus and on 100,000 generated messages: p95 (targets: search < 60 ms, recall
+//!     < 10 ms).
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
@@ -126,6 +129,7 @@ mod gateway;
 mod import;
 mod import_cli;
 mod ledger;
+mod mcp;
 mod peers;
 mod pg_ledger;
 mod postgres;
@@ -140,7 +144,7 @@ const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
   --json    also print one JSON object with every figure, as the last line
   --only    run these sections alone: append, single, context, install, import, tokens,
             compaction, continuity, cache, ledger, postgres, pg_ledger, gateway, usage,
-            watch, ui
+            watch, ui, mcp
   -h, --help  this text";
 
 fn main() -> ExitCode {
@@ -177,7 +181,7 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 17] = [
+const SECTIONS: [&str; 18] = [
     "append",
     "single",
     "context",
@@ -195,6 +199,7 @@ const SECTIONS: [&str; 17] = [
     "usage",
     "watch",
     "ui",
+    "mcp",
 ];
 
 /// `Ok(None)` asks for the help text.
@@ -474,7 +479,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "gateway" => gateway::section(dir, quick, r, &mut out)?,
             "usage" => usage::section(r, &mut out)?,
             "watch" => watch::section(&rt, dir, quick, r, &mut out)?,
-            _ => ui::section(&rt, dir, quick, r, &mut out)?,
+            "ui" => ui::section(&rt, dir, quick, r, &mut out)?,
+            _ => mcp::section(&rt, dir, quick, r, &mut out)?,
         }
     }
 

@@ -109,7 +109,7 @@ pub enum Command {
     /// Serve the store `--db` names to an MCP client (Claude Code, Codex, …) over stdin and
     /// stdout, as the tenant `--tenant` names: search, exact recall, runs, working state,
     /// context, pins, compaction (dry run by default) and reports. Makes no model calls.
-    Mcp,
+    Mcp(McpArgs),
     /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
     Completions(CompletionsArgs),
 }
@@ -596,6 +596,19 @@ pub struct ImportArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Arguments of `mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Also follow these folders of session logs (`~/.claude/projects`, `~/.codex/sessions`)
+    /// as `baton watch` does, in this process: the session the agent is in is searchable
+    /// while it is written. Events go to the log (stderr), never to stdout.
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    pub watch: Vec<PathBuf>,
+    /// With `--watch`: the watcher's state file (default: `baton watch`'s, beside the store).
+    #[arg(long, value_name = "FILE", requires = "watch")]
+    pub state: Option<PathBuf>,
 }
 
 /// Arguments of `watch`.

@@ -35,7 +35,7 @@ pub fn creates_store(command: &Command) -> bool {
             | Command::Keys(KeysCommand::Create(_))
             | Command::Demo(_)
             | Command::Serve(_)
-            | Command::Mcp
+            | Command::Mcp(_)
             | Command::Migrate
     )
 }
@@ -44,7 +44,7 @@ pub fn creates_store(command: &Command) -> bool {
 pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     let create = creates_store(&cli.command);
     match cli.command {
-        Command::Chat(_) | Command::Serve(_) | Command::Mcp if cli.json => {
+        Command::Chat(_) | Command::Serve(_) | Command::Mcp(_) if cli.json => {
             return Err(Usage(
                 "--json: chat, serve and mcp print no JSON (a chat's run is read back with `baton --json history RUN`)"
                     .to_owned(),
@@ -131,11 +131,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         Command::Serve(args) => crate::serve::run(&env, args, out).await,
         Command::Keys(command) => crate::keys::run(&env, command, out).await,
-        Command::Mcp => {
-            let service = baton_mcp::Baton::new(env.store.clone(), env.tenant.clone());
-            baton_mcp::serve_stdio(service).await?;
-            Ok(())
-        }
+        Command::Mcp(args) => crate::watch::mcp(&env, cli.db.as_deref(), args).await,
         Command::Migrate | Command::Doctor | Command::Completions(_) => Ok(()),
     }
 }

@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(&anyhow::Error::new(err).context("starting the async runtime")),
     };
-    if matches!(cli.command, args::Command::Mcp) {
+    if matches!(cli.command, args::Command::Mcp(_)) {
         // `baton mcp` owns stdout for its protocol frames (written by the MCP transport, which
         // takes stdout's lock per write): nothing else may write there, nor hold the lock.
         return match runtime.block_on(dispatch::execute(cli, &mut std::io::sink())) {

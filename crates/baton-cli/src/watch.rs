@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use baton_watch::{Config, Event, Stats};
 use serde_json::json;
 
-use crate::args::WatchArgs;
+use crate::args::{McpArgs, WatchArgs};
 use crate::env::{Env, default_db, print_json};
 use crate::exit::{InvalidInput, NotFound};
 
@@ -71,6 +71,59 @@ pub async fn run(
     } else {
         print_stopped(out, &stats)?;
     }
+    Ok(())
+}
+
+/// Runs `baton mcp`: the MCP server on stdin and stdout until the client closes them, and with
+/// `--watch` the watcher in the same process (one process, no child daemon), stopped when the
+/// client goes. Its events are logged (stderr), since stdout carries protocol frames only.
+pub async fn mcp(env: &Env, db: Option<&str>, args: McpArgs) -> anyhow::Result<()> {
+    let service = baton_mcp::Baton::new(env.store.clone(), env.tenant.clone());
+    if args.watch.is_empty() {
+        baton_mcp::serve_stdio(service).await?;
+        return Ok(());
+    }
+    // A folder that is not there is the user's mistake, said before the client connects.
+    for dir in &args.watch {
+        if !dir.exists() {
+            return Err(NotFound(format!("--watch {}: no such directory", dir.display())).into());
+        }
+        if !dir.is_dir() {
+            return Err(InvalidInput(format!("--watch {}: not a directory", dir.display())).into());
+        }
+    }
+    let (state, store_files) = state_path(db, env.tenant.as_str(), args.state)?;
+    let mut config = Config::new(args.watch, state);
+    config.ignore = store_files;
+    config.tokenizer = env.tokenizer;
+    let (store, tenant) = (env.store.clone(), env.tenant.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher = tokio::spawn(async move {
+        let report = |event: &Event| match serde_json::to_string(event) {
+            Ok(line) => tracing::info!(target: "baton::watch", event = %line, "watch"),
+            Err(e) => tracing::warn!(target: "baton::watch", error = %e, "watch: an event"),
+        };
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let watched = baton_watch::watch(&*store, &tenant, &config, stopped, report).await;
+        if let Err(e) = &watched {
+            // The server goes on answering from what is stored; the log says why it stopped.
+            tracing::error!(target: "baton::watch", error = %e, "the watcher stopped");
+        }
+        watched
+    });
+    let served = baton_mcp::serve_stdio(service).await;
+    let _ = stop.send(());
+    let watched = watcher.await.context("the watcher task")?;
+    served?;
+    watched.map_err(|err| match err {
+        baton_watch::Error::NoSuchDirectory { .. } => anyhow::Error::new(NotFound(err.to_string())),
+        baton_watch::Error::NotADirectory { .. } => {
+            anyhow::Error::new(InvalidInput(err.to_string()))
+        }
+        err => anyhow::Error::new(err).context("watch"),
+    })?;
     Ok(())
 }
 

@@ -192,3 +192,148 @@ fn mcp_takes_no_json_flag() {
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert!(ran.stderr.contains("mcp"), "{}", ran.stderr);
 }
+
+/// Issue 19, item 3: `baton mcp --watch DIR` follows a session while it is written, in the
+/// same process: half a Claude Code session appears in the folder and becomes a run the MCP
+/// client lists; the rest is appended and the same run grows; stdout holds only frames; when
+/// the client closes stdin the server and its watcher stop with exit 0. A folder that does not
+/// exist is refused before any client connects.
+#[test]
+fn mcp_watch_follows_a_session_while_it_is_written() {
+    let Some(corpus) = corpus() else { return };
+    let session = corpus.join(
+        "claude-code-jsonl/d-kimuson-claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+    );
+    let text = std::fs::read_to_string(&session).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let sb = Sandbox::new();
+    let tree = sb.dir.path().join("projects");
+    std::fs::create_dir_all(tree.join("p")).unwrap();
+
+    let missing = sb.dir.path().join("nowhere");
+    let ran = sb.run(&["mcp", "--watch", missing.to_str().unwrap()]);
+    assert_eq!(ran.code, 1, "as `baton watch` answers it: {}", ran.stderr);
+    assert!(ran.stderr.contains("no such directory"), "{}", ran.stderr);
+
+    let state = sb.dir.path().join("state.json");
+    let mut child = sb
+        .command(&[
+            "mcp",
+            "--watch",
+            tree.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines_out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut id = 0;
+    let mut ask = |method: &str, params: Value| -> Value {
+        id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let line = lines_out.next().expect("an answer").unwrap();
+        let frame: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a JSON-RPC frame on stdout ({e}): {line:?}"));
+        assert_eq!(frame["id"], id, "{frame}");
+        frame
+    };
+    ask(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "1"}}),
+    );
+    // (The `initialized` notification is sent with the first call below.)
+    let file = tree.join("p/session.jsonl");
+    let half = lines.len() / 2;
+    std::fs::write(&file, format!("{}\n", lines[..half].join("\n"))).unwrap();
+    let runs = |ask: &mut dyn FnMut(&str, Value) -> Value| -> Vec<Value> {
+        let answer = ask("tools/call", json!({"name": "runs", "arguments": {}}));
+        answer["result"]["structuredContent"]["runs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    // What `baton import` stores of the whole file (the session and its inline subagents):
+    // each run's message count, sorted.
+    let other = Sandbox::new();
+    other.run(&["import", session.to_str().unwrap()]).ok();
+    let imported = other.run(&["--json", "runs", "list"]).ok().json();
+    let mut expected: Vec<u64> = imported["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["last_seq"].as_u64().unwrap())
+        .collect();
+    expected.sort_unstable();
+    let counts = |listed: &[Value]| -> Vec<u64> {
+        let mut c: Vec<u64> = listed
+            .iter()
+            .map(|r| r["messages"].as_u64().unwrap())
+            .collect();
+        c.sort_unstable();
+        c
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = loop {
+        let listed = runs(&mut ask);
+        if listed.iter().any(|r| r["messages"].as_u64() > Some(0)) {
+            break listed;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher imported nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let before: u64 = counts(&first).iter().sum();
+    assert!(
+        counts(&first) != expected,
+        "half the file is not the whole session"
+    );
+    let mut appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    writeln!(appended, "{}", lines[half..].join("\n")).unwrap();
+    drop(appended);
+    // A live file's last unit waits until the agent has been quiet for ten minutes (`baton
+    // watch`'s rule, `baton_watch::LIVE_WITHIN`), so the runs reach a whole import of the file
+    // but for at most its last message.
+    let whole: u64 = expected.iter().sum();
+    let after = loop {
+        let listed = runs(&mut ask);
+        let now = counts(&listed);
+        let total: u64 = now.iter().sum();
+        if now.len() == expected.len() && total + 1 >= whole {
+            assert!(
+                now.iter().zip(&expected).all(|(a, b)| a <= b),
+                "more than an import stores: {now:?} against {expected:?}"
+            );
+            break listed;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runs never reached what an import of the whole file stores: {now:?} against {expected:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    // The runs seen half-way grew in place: none was replaced.
+    for run in &first {
+        assert!(
+            after.iter().any(|r| r["id"] == run["id"]),
+            "run {} of the half file is gone",
+            run["id"]
+        );
+    }
+    assert!(counts(&after).iter().sum::<u64>() > before);
+    drop(stdin);
+    assert!(lines_out.next().is_none(), "nothing after the answers");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit on EOF: {:?}", out.status);
+}
