@@ -59,15 +59,13 @@ fn r20_4_7_out_of_range_and_dot_ids_are_invalid_input() {
 /// latency as a number, its route, tenant, cache outcome and model.
 #[test]
 fn r20_11_18_serve_from_the_environment_logs_request_fields() {
-    use std::io::BufRead as _;
-
     use crate::serve::slow_upstream;
     use crate::support::{Served, create_key, http, terminate, wait};
 
     let sb = Sandbox::new();
     let key = create_key(&sb, "acme");
     let upstream = slow_upstream(std::time::Duration::from_millis(10));
-    let mut child = sb
+    let child = sb
         .command(&["serve"])
         .env("BATON_ADDR", "127.0.0.1:0")
         .env("BATON_LOG_FORMAT", "json")
@@ -77,16 +75,7 @@ fn r20_11_18_serve_from_the_environment_logs_request_fields() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("first line: {first:?}"))
-        .to_owned();
-    let mut served = Served { child, addr };
+    let mut served = Served::from_child(child);
     let (status, body) = http(
         &served.addr,
         "POST",
@@ -430,20 +419,10 @@ fn r20_18_completions_version_config_file_and_no_colours_off_a_terminal() {
         .env("BATON_CONFIG_FILE", "/nonexistent/baton-tests/config.toml")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = served.spawn().unwrap();
-    let mut first = String::new();
-    use std::io::BufRead as _;
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_owned();
-    let (status, _) = crate::support::http(&addr, "GET", "/healthz", &[], "");
+    let child = served.spawn().unwrap();
+    let mut served = crate::support::Served::from_child(child);
+    let (status, _) = crate::support::http(&served.addr, "GET", "/healthz", &[], "");
     assert_eq!(status, 200);
-    let mut served = crate::support::Served { child, addr };
     crate::support::terminate(&mut served);
     let (code, _, err) = crate::support::wait(served);
     assert_eq!(code, 0, "{err}");

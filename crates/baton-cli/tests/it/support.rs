@@ -280,10 +280,46 @@ pub fn http(
     (status, body)
 }
 
-/// A `baton serve` process and the address it listens on.
+/// A `baton serve` process and the address it listens on. Its stdout (after the first line)
+/// and stderr are read as it writes them, so a server that logs a lot never blocks on a full
+/// pipe; [`wait`] returns what they held.
 pub struct Served {
     pub child: Child,
     pub addr: String,
+    drained: Option<(
+        std::thread::JoinHandle<String>,
+        std::thread::JoinHandle<String>,
+    )>,
+}
+
+impl Served {
+    /// The server `child` (spawned with stdout and stderr piped) once it printed its address.
+    pub fn from_child(mut child: Child) -> Served {
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let addr = first
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("first line: {first:?}"))
+            .to_owned();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        let err = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        Served {
+            child,
+            addr,
+            drained: Some((out, err)),
+        }
+    }
 }
 
 impl Drop for Served {
@@ -302,21 +338,12 @@ pub fn serve(sb: &Sandbox, extra: &[&str]) -> Served {
 pub fn serve_on(db: &str, extra: &[&str]) -> Served {
     let mut args = vec!["serve", "--addr", "127.0.0.1:0", "--log-format", "json"];
     args.extend_from_slice(extra);
-    let mut child = command(db, &args)
+    let child = command(db, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("first line: {first:?}"))
-        .to_owned();
-    Served { child, addr }
+    Served::from_child(child)
 }
 
 /// Sends SIGTERM.
@@ -336,23 +363,12 @@ pub fn wait(mut served: Served) -> (i32, String, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = served.child.try_wait().unwrap() {
-            let mut out = String::new();
-            let mut err = String::new();
-            served
-                .child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            served
-                .child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return (status.code().unwrap_or(-1), out, err);
+            let (out, err) = served.drained.take().unwrap();
+            return (
+                status.code().unwrap_or(-1),
+                out.join().unwrap(),
+                err.join().unwrap(),
+            );
         }
         assert!(Instant::now() < deadline, "baton serve did not stop");
         std::thread::sleep(Duration::from_millis(20));
