@@ -482,3 +482,101 @@ fn a_hundred_calls_during_a_watch_then_kill_9_and_the_same_answers() {
         "the same calls, the same answers"
     );
 }
+
+/// The MCP Inspector's command line, pinned, where node is present (issue 19): it starts
+/// `baton mcp` itself over stdio, lists the tools, and calls `recall`, whose original is the
+/// stored row byte for byte; a seq outside the run is a tool error, not a protocol failure.
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
+    const INSPECTOR: &str = "@modelcontextprotocol/inspector@2.12.0";
+    if std::process::Command::new("npx")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipping: no npx (the MCP Inspector runs on node)");
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.run(&["runs", "create", "--id", "r1"]).ok();
+    sb.run_with_stdin(
+        &["append", "r1"],
+        "{\"role\":\"user\",\"content\":\"find the «flaky» test\"}\n",
+    )
+    .ok();
+    // Its JSON answer, and whether it exited 0 (it exits 1 for a tool error).
+    let inspect = |args: &[&str]| -> (bool, Value) {
+        let out = std::process::Command::new("npx")
+            .args([
+                "--yes",
+                INSPECTOR,
+                "--cli",
+                env!("CARGO_BIN_EXE_baton"),
+                "--db",
+            ])
+            .arg(sb.db())
+            .arg("mcp")
+            .args(args)
+            .env("npm_config_update_notifier", "false")
+            .env_remove("BATON_DB")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let start = stdout
+            .find('{')
+            .unwrap_or_else(|| panic!("no JSON: {stdout}\n{stderr}"));
+        let json = serde_json::from_str(&stdout[start..])
+            .unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+        (out.status.success(), json)
+    };
+    let (ok, listed) = inspect(&["--method", "tools/list"]);
+    assert!(ok, "{listed}");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 10, "{names:?}");
+    assert!(
+        names.contains(&"recall") && names.contains(&"search"),
+        "{names:?}"
+    );
+    let (ok, recalled) = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "recall",
+        "--tool-arg",
+        "run=r1",
+        "--tool-arg",
+        "seq=1",
+    ]);
+    let stored: String = rusqlite::Connection::open(sb.db())
+        .unwrap()
+        .query_row(
+            "SELECT message FROM history h JOIN runs r ON r.pk = h.run_pk WHERE r.id = 'r1' AND h.seq = 1",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(ok, "{recalled}");
+    assert_eq!(
+        recalled["content"][1]["text"].as_str(),
+        Some(stored.as_str())
+    );
+    let (_, outside) = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "recall",
+        "--tool-arg",
+        "run=r1",
+        "--tool-arg",
+        "seq=9",
+    ]);
+    assert_eq!(outside["isError"], true, "{outside}");
+    let text = outside["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("has seqs 1..1"), "{text}");
+}
