@@ -147,11 +147,11 @@ pub(crate) fn section(
         anyhow::Ok((store, run, first, second))
     })?;
 
-    let router = baton_ui::router(baton_ui::Ui {
+    let router = baton_ui::router(baton_ui::Ui::new(
         store,
-        open_tenant: Some(tenant),
-        prices: baton_core::prices::PriceTable::defaults(),
-    });
+        Some(tenant),
+        baton_core::prices::PriceTable::defaults(),
+    ));
     let mut largest = 0usize;
     for (key, label, template) in PAGES {
         let path = template
@@ -192,6 +192,45 @@ pub(crate) fn section(
             Some(Target::AtMost(200.0)),
         );
     }
+    // The growth chart: the first look replays the run (structured, and sliding beside it);
+    // later looks at the same run come from the dashboard's memo.
+    let chart = format!("/runs/{}/growth/chart", run.as_str());
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let request = Request::get(chart.as_str())
+            .header(header::HOST, "127.0.0.1")
+            .body(Body::empty())?;
+        let started = Instant::now();
+        let status = rt.block_on(async {
+            let response = router.clone().oneshot(request).await?;
+            let status = response.status();
+            response.into_body().collect().await?;
+            anyhow::Ok(status)
+        })?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(status.is_success(), "{chart}: status {status}");
+    }
+    writeln!(
+        out,
+        "  {:<40} first {:>7.1} ms (two replays), then median {:>7.1} ms",
+        "its growth chart (fetched by the page)",
+        times[0],
+        median(&times[1..])
+    )?;
+    report.figure(
+        "ui_growth_chart_first_ms",
+        format!("dashboard: growth chart of the {long}-message run, first look"),
+        times[0],
+        Unit::Millis,
+        Some(Target::AtMost(200.0)),
+    );
+    report.figure(
+        "ui_growth_chart_again_ms",
+        "dashboard: growth chart, later looks, median",
+        median(&times[1..]),
+        Unit::Millis,
+        Some(Target::AtMost(200.0)),
+    );
     report.figure(
         "ui_largest_page_bytes",
         "dashboard: the largest page",

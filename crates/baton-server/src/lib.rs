@@ -64,11 +64,11 @@ pub fn app(state: Arc<AppState>) -> Router {
     if state.config.ui {
         router = router.nest_service(
             baton_ui::BASE,
-            baton_ui::router(baton_ui::Ui {
-                store: state.store.clone(),
-                open_tenant: state.config.ui_open_tenant.clone(),
-                prices: state.config.prices.clone(),
-            }),
+            baton_ui::router(baton_ui::Ui::new(
+                state.store.clone(),
+                state.config.ui_open_tenant.clone(),
+                state.config.prices.clone(),
+            )),
         );
     }
     router

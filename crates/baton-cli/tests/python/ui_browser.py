@@ -80,6 +80,12 @@ with sync_playwright() as p:
         visit(page, path, name)
     check(not errors, "errors while loading the pages:\n" + "\n".join(errors))
 
+    # The growth page loads its chart after the page (htmx).
+    visit(page, f"/ui/runs/{run}/growth", "growth-loaded")
+    page.locator("#growth-chart svg").wait_for(state="visible", timeout=60_000)
+    check("compacted: sliding" in page.locator("#growth-chart").inner_text(), "no sliding line")
+    shot(page, "growth-chart")
+
     # The filters change the rows.
     visit(page, "/ui/runs", "runs-before-filter")
     rows = page.locator("table.runs tbody tr")

@@ -256,9 +256,19 @@ async fn pages_render_filter_and_link_their_json_twins(backend: Backend) {
     }
     let (_, growth) = page(&server, "/ui/runs/fix-login/growth?compare=none").await;
     assert!(
-        growth.contains("<svg") && growth.contains("compacted: none"),
-        "{growth}"
+        growth.contains(
+            r#"hx-get="/ui/runs/fix-login/growth/chart?strategy=structured&amp;compare=none""#
+        ),
+        "the page loads its chart: {growth}"
     );
+    let (status, chart) = page(&server, "/ui/runs/fix-login/growth/chart?compare=none").await;
+    assert_eq!(status, 200, "{chart}");
+    assert!(
+        chart.contains("<svg") && chart.contains("compacted: none"),
+        "{chart}"
+    );
+    let (status, _) = page(&server, "/ui/runs/fix-login/growth/chart?compare=magic").await;
+    assert_eq!(status, 400);
     let (_, tools) = page(&server, "/ui/duplicates?tools=true").await;
     assert!(tools.contains("grep"), "{tools}");
     let (status, html) = page(&server, "/ui/runs/nope").await;

@@ -57,14 +57,8 @@ async fn replay(job: GrowthJob) -> Result<GrowthReport, Failure> {
     }
 }
 
-/// The growth page.
-pub async fn page(
-    State(ui): State<Arc<Ui>>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-    Params(q): Params<GrowthQuery>,
-) -> Result<Markup, Failure> {
-    let run = run_id(&id)?;
+/// The strategies a query asks for: the main one first, then those to compare.
+fn strategies(q: &GrowthQuery) -> Result<Vec<String>, Failure> {
     let strategy = given(&q.strategy).unwrap_or("structured").to_owned();
     // Unless the query says (an empty `compare` for none), one other strategy is drawn beside
     // the main one: sliding, the simplest bound, or structured beside it.
@@ -73,24 +67,124 @@ pub async fn page(
     } else {
         "sliding"
     };
-    let compare: Vec<String> = q
-        .compare
-        .as_deref()
-        .unwrap_or(default)
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && *s != strategy)
-        .map(str::to_owned)
-        .collect();
-    if compare.len() > MAX_COMPARED {
+    let mut all = vec![strategy.clone()];
+    all.extend(
+        q.compare
+            .as_deref()
+            .unwrap_or(default)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != strategy)
+            .map(str::to_owned),
+    );
+    if all.len() > MAX_COMPARED + 1 {
         return Err(Failure::bad(format!(
             "compare: at most {MAX_COMPARED} strategies besides the main one"
         )));
     }
+    for name in &all {
+        if !baton_compact::strategies::names().contains(&name.as_str()) {
+            return Err(Failure::bad(format!(
+                "strategy {name:?}: expected one of {}",
+                baton_compact::strategies::names().join(", ")
+            )));
+        }
+    }
+    Ok(all)
+}
+
+/// The growth page: the form at once, and the chart loaded into it (`chart`), since a long
+/// run's replay takes longer than a page should.
+pub async fn page(
+    State(ui): State<Arc<Ui>>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Params(q): Params<GrowthQuery>,
+) -> Result<Markup, Failure> {
+    let run = run_id(&id)?;
+    let all = strategies(&q)?;
+    // Another tenant's run, or none, is a 404 here, not in the chart.
+    ui.store.run(&viewer.tenant, &run).await?;
+    let run_path = format!("{BASE}/runs/{}", encode(run.as_str()));
+    let names = baton_compact::strategies::names();
+    let query = layout::query(&[
+        ("strategy", &all[0]),
+        (
+            "budget",
+            &q.budget.map(|b| b.to_string()).unwrap_or_default(),
+        ),
+        ("compare", &all[1..].join(",")),
+    ]);
+    let query = if q.compare.is_none() || !all[1..].is_empty() {
+        query
+    } else {
+        format!("{query}&compare=")
+    };
+    let body = html! {
+        p.muted { a href={ (BASE) "/runs" } { "Runs" } " / " a href=(run_path) { (run.as_str()) } " / growth" }
+        h1 { "Token growth" }
+        form.filters method="get" action={ (run_path) "/growth" } {
+            label { "Strategy"
+                select name="strategy" {
+                    @for n in &names { option value=(n) selected[*n == all[0]] { (n) } }
+                }
+            }
+            label { "Budget (tokens)" input type="number" min="1" name="budget" value=[q.budget]; }
+            label { "Compare with (comma-separated)" input name="compare" value=(all[1..].join(",")) placeholder="sliding,none"; }
+            button type="submit" { "Replay" }
+        }
+        div #growth-chart hx-get={ (run_path) "/growth/chart" (query) } hx-trigger="load" hx-swap="innerHTML" {
+            p.muted { "Replaying the run under " (all.join(", ")) "…" }
+            noscript { p { a href={ (run_path) "/growth/chart" (query) } { "The chart" } " (scripts are off)." } }
+        }
+    };
+    let json = format!(
+        "/v1/runs/{}/growth{}",
+        encode(run.as_str()),
+        layout::query(&[
+            ("strategy", &all[0]),
+            (
+                "budget",
+                &q.budget.map(|b| b.to_string()).unwrap_or_default()
+            ),
+        ])
+    );
+    Ok(layout::page(
+        "Token growth",
+        Some(&viewer),
+        Some(&json),
+        body,
+    ))
+}
+
+/// The chart and the table of the growth page, as a fragment: each strategy's replay comes
+/// from the memo when the run has not grown since (`Ui::growth`), else is replayed.
+pub async fn chart(
+    State(ui): State<Arc<Ui>>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Params(q): Params<GrowthQuery>,
+) -> Result<Markup, Failure> {
+    let run = run_id(&id)?;
+    let all = strategies(&q)?;
+    let last = ui.store.run(&viewer.tenant, &run).await?.last_seq;
     let mut reports = Vec::new();
-    for name in std::iter::once(&strategy).chain(&compare) {
+    for name in &all {
+        let key = crate::GrowthKey {
+            tenant: viewer.tenant.clone(),
+            run: run.clone(),
+            last,
+            strategy: name.clone(),
+            budget: q.budget,
+        };
+        if let Some(found) = ui.growth_memo(&key) {
+            reports.push(found);
+            continue;
+        }
         let job = GrowthJob::prepare(&*ui.store, &viewer.tenant, &run, name, q.budget).await?;
-        reports.push(replay(job).await?);
+        let report = replay(job).await?;
+        ui.remember_growth(key, report.clone());
+        reports.push(report);
     }
     let main = &reports[0];
 
@@ -159,21 +253,7 @@ pub async fn page(
                 .collect(),
         });
     }
-    let run_path = format!("{BASE}/runs/{}", encode(run.as_str()));
-    let names = baton_compact::strategies::names();
-    let body = html! {
-        p.muted { a href={ (BASE) "/runs" } { "Runs" } " / " a href=(run_path) { (run.as_str()) } " / growth" }
-        h1 { "Token growth" }
-        form.filters method="get" action={ (run_path) "/growth" } {
-            label { "Strategy"
-                select name="strategy" {
-                    @for n in &names { option value=(n) selected[*n == strategy] { (n) } }
-                }
-            }
-            label { "Budget (tokens)" input type="number" min="1" name="budget" value=[q.budget]; }
-            label { "Compare with (comma-separated)" input name="compare" value=(compare.join(",")) placeholder="sliding,none"; }
-            button type="submit" { "Replay" }
-        }
+    Ok(html! {
         @if main.steps.is_empty() {
             p.muted { "This run has no model calls (assistant messages) to replay." }
         } @else {
@@ -197,22 +277,5 @@ pub async fn page(
                     b { (count(billed.iter().map(|(_, u)| u.cache_read).sum())) } " were cache reads; the whole-transcript line estimates that figure." }
             }
         }
-    };
-    let json = format!(
-        "/v1/runs/{}/growth{}",
-        encode(run.as_str()),
-        layout::query(&[
-            ("strategy", &strategy),
-            (
-                "budget",
-                &q.budget.map(|b| b.to_string()).unwrap_or_default()
-            ),
-        ])
-    );
-    Ok(layout::page(
-        "Token growth",
-        Some(&viewer),
-        Some(&json),
-        body,
-    ))
+    })
 }
