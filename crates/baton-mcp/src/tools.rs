@@ -250,9 +250,34 @@ async fn search(baton: &Scope<'_>, args: Result<SearchArgs, Failure>) -> Answer 
                 .collect()
         }
     };
+    // Over many runs, one read first finds the runs the phrase matches at all, so a rare or
+    // absent phrase costs one query, not one per run; a common one (more than ACROSS_CAP
+    // matching rows) is searched run by run, where the first runs fill the limit.
+    let mut prefix_form = None;
+    let runs = if args.run.is_some() {
+        runs
+    } else {
+        let across = SearchQuery {
+            pattern: args.query.clone(),
+            kind,
+            limit: 1,
+        };
+        match baton
+            .store()
+            .search_across(&baton.tenant, &across, ACROSS_CAP)
+            .await?
+        {
+            None => runs,
+            Some(found) => {
+                if found.is_empty() {
+                    prefix_form = prefix_hint(baton, &args.query, kind).await?;
+                }
+                runs.into_iter().filter(|r| found.contains_key(r)).collect()
+            }
+        }
+    };
     let counter = baton_tokens::counter(baton_tokens::TokenizerChoice::O200k, None);
     let mut hits = Vec::new();
-    let mut prefix_form = None;
     let mut more = false;
     for run in &runs {
         if hits.len() == limit {
@@ -304,6 +329,37 @@ async fn search(baton: &Scope<'_>, args: Result<SearchArgs, Failure>) -> Answer 
         ));
     }
     structured(answer)
+}
+
+/// Matching index rows past which `search` goes run by run (see `search`).
+const ACROSS_CAP: u64 = 2_000;
+
+/// The prefix form of `query` (`word*` for each whole word) when it matches where the query
+/// did not: the hint a search with no hit answers.
+async fn prefix_hint(
+    baton: &Scope<'_>,
+    query: &str,
+    kind: Option<SearchKind>,
+) -> Result<Option<String>, Failure> {
+    let words: Vec<&str> = query.split_whitespace().collect();
+    if words.iter().any(|w| w.ends_with('*')) {
+        return Ok(None);
+    }
+    let form = words
+        .iter()
+        .map(|w| format!("{w}*"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let prefixed = SearchQuery {
+        pattern: form.clone(),
+        kind,
+        limit: 1,
+    };
+    let found = baton
+        .store()
+        .search_across(&baton.tenant, &prefixed, 1)
+        .await?;
+    Ok((found.is_none_or(|f| !f.is_empty())).then_some(form))
 }
 
 fn hits_empty(answer: &Value) -> bool {

@@ -354,14 +354,7 @@ impl RunRows for PgTx {
     }
 
     async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error> {
-        // A tsquery of the words in order (`<->`), each quoted (normalized words are letters
-        // and digits only) and marked `:*` when it is a prefix: `'src' <-> 'mai':*`.
-        let words: Vec<String> = phrase
-            .words
-            .iter()
-            .map(|(word, prefix)| format!("'{word}'{}", if *prefix { ":*" } else { "" }))
-            .collect();
-        let (query, kind) = (words.join(" <-> "), phrase.kind.map(|k| k.as_str()));
+        let (query, kind) = (tsquery(phrase), phrase.kind.map(|k| k.as_str()));
         let sql = format!(
             "{ENTRY} WHERE run_pk = $1 AND seq IN (
                  SELECT seq FROM history_search
@@ -376,6 +369,36 @@ impl RunRows for PgTx {
             &lookup(phrase.limit) as _,
         ];
         self.all(&sql, &params, |r| r.entry()).await
+    }
+
+    async fn search_tenant(
+        &mut self,
+        tenant: &TenantId,
+        phrase: &Phrase,
+        cap: u64,
+    ) -> Result<Vec<(RunId, Seq)>, Error> {
+        let (query, kind) = (tsquery(phrase), phrase.kind.map(|k| k.as_str()));
+        let sql = "SELECT r.id, s.seq FROM history_search s JOIN runs r ON r.pk = s.run_pk
+             WHERE r.tenant_id = $1 AND s.tsv @@ to_tsquery('simple', $2::text)
+               AND ($3::text IS NULL OR s.kind = $3::text)
+             LIMIT $4";
+        let params = [
+            &tenant.as_str() as _,
+            &query as _,
+            &kind as _,
+            &lookup(cap) as _,
+        ];
+        self.all(sql, &params, |r| {
+            Ok((RunId::new(r.text_at(0)?)?, r.seq(1)?))
+        })
+        .await
+    }
+
+    async fn unindexed(&mut self, tenant: &TenantId) -> Result<Vec<RunId>, Error> {
+        let sql = "SELECT r.id FROM runs r LEFT JOIN search_progress p ON p.run_pk = r.pk
+             WHERE r.tenant_id = $1 AND r.last_seq > COALESCE(p.indexed_through, 0)";
+        self.all(sql, &[&tenant.as_str()], |r| Ok(RunId::new(r.text_at(0)?)?))
+            .await
     }
 
     async fn listing(&mut self, tenant: &TenantId) -> Result<Vec<ListedRun>, Error> {
@@ -729,4 +752,15 @@ fn counts(new: &NewOrigin<'_>) -> Result<Vec<i64>, Error> {
     .into_iter()
     .map(int)
     .collect()
+}
+
+/// A tsquery of the words in order (`<->`), each quoted (normalized words are letters and
+/// digits only) and marked `:*` when it is a prefix: `'src' <-> 'mai':*`.
+fn tsquery(phrase: &Phrase) -> String {
+    let words: Vec<String> = phrase
+        .words
+        .iter()
+        .map(|(word, prefix)| format!("'{word}'{}", if *prefix { ":*" } else { "" }))
+        .collect();
+    words.join(" <-> ")
 }

@@ -311,13 +311,6 @@ impl RunRows for SqliteTx {
     }
 
     async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error> {
-        // An FTS5 phrase of one string per word (normalized words hold no `"`), each followed
-        // by `*` when it is a prefix: `"src" + "mai"*`.
-        let words: Vec<String> = phrase
-            .words
-            .iter()
-            .map(|(word, prefix)| format!("\"{word}\"{}", if *prefix { "*" } else { "" }))
-            .collect();
         let kind = phrase.kind.map(|k| k.as_str());
         self.all(
             &format!(
@@ -326,8 +319,35 @@ impl RunRows for SqliteTx {
                      WHERE history_search_words MATCH ?2 AND s.run_pk = ?1 AND (?3 IS NULL OR s.kind = ?3))
                  ORDER BY seq LIMIT ?4"
             ),
-            params![run, words.join(" + "), kind, lookup(phrase.limit)],
+            params![run, fts_phrase(phrase), kind, lookup(phrase.limit)],
             |r| r.entry(),
+        )
+    }
+
+    async fn search_tenant(
+        &mut self,
+        tenant: &TenantId,
+        phrase: &Phrase,
+        cap: u64,
+    ) -> Result<Vec<(RunId, Seq)>, Error> {
+        let kind = phrase.kind.map(|k| k.as_str());
+        self.all(
+            "SELECT r.id, s.seq FROM history_search_words w
+             JOIN history_search s ON s.id = w.rowid JOIN runs r ON r.pk = s.run_pk
+             WHERE history_search_words MATCH ?1 AND r.tenant_id = ?2
+               AND (?3 IS NULL OR s.kind = ?3)
+             LIMIT ?4",
+            params![fts_phrase(phrase), tenant.as_str(), kind, lookup(cap)],
+            |r| Ok((RunId::new(r.text_at(0)?)?, r.seq(1)?)),
+        )
+    }
+
+    async fn unindexed(&mut self, tenant: &TenantId) -> Result<Vec<RunId>, Error> {
+        self.all(
+            "SELECT r.id FROM runs r LEFT JOIN search_progress p ON p.run_pk = r.pk
+             WHERE r.tenant_id = ?1 AND r.last_seq > COALESCE(p.indexed_through, 0)",
+            [tenant.as_str()],
+            |r| Ok(RunId::new(r.text_at(0)?)?),
         )
     }
 
@@ -610,4 +630,15 @@ impl ImportRows for SqliteTx {
         let params = params![tenant.as_str(), query.estimated, query.project];
         self.all(sql, params, |r| r.stored_usage())
     }
+}
+
+/// An FTS5 phrase of one string per word (normalized words hold no `"`), each followed by `*`
+/// when it is a prefix: `"src" + "mai"*`.
+fn fts_phrase(phrase: &Phrase) -> String {
+    let words: Vec<String> = phrase
+        .words
+        .iter()
+        .map(|(word, prefix)| format!("\"{word}\"{}", if *prefix { "*" } else { "" }))
+        .collect();
+    words.join(" + ")
 }

@@ -347,6 +347,17 @@ pub trait RunRows: Send {
     ) -> Result<(), Error>;
     /// The entries of the run whose search rows match `phrase`, in seq order.
     async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error>;
+    /// The `(run, seq)` of the tenant's search rows matching `phrase` (a message can come more
+    /// than once, one per matching row), in no order, at most `cap` of them: the statement
+    /// stops at `cap`, so a common phrase costs `cap` rows, not its every match.
+    async fn search_tenant(
+        &mut self,
+        tenant: &TenantId,
+        phrase: &Phrase,
+        cap: u64,
+    ) -> Result<Vec<(RunId, Seq)>, Error>;
+    /// The tenant's runs whose history is not all in the search index yet.
+    async fn unindexed(&mut self, tenant: &TenantId) -> Result<Vec<RunId>, Error>;
     /// Every run of the tenant with what a listing shows of it: rows of [`Row::listed_run`],
     /// in key order.
     async fn listing(&mut self, tenant: &TenantId) -> Result<Vec<ListedRun>, Error>;

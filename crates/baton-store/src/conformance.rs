@@ -92,6 +92,7 @@ macro_rules! conformance_tests {
             search_matches_whole_words_in_order_ignoring_case,
             search_results_are_in_seq_order_and_limited,
             search_is_isolated_by_run_and_tenant,
+            search_across_finds_the_runs_a_phrase_matches_within_a_cap,
             search_recalls_messages_a_summary_covers,
             search_finds_phrases_deep_in_long_messages,
             invalid_search_queries_are_errors,
@@ -1312,6 +1313,96 @@ pub async fn search_results_are_in_seq_order_and_limited(h: &dyn Harness) {
     let hits = found(&*store, &t, &run, "needle", None).await;
     assert_eq!(hits.len(), 13);
     assert_eq!(hits.last(), Some(&13));
+}
+
+/// `search_across`: every run of the tenant that the phrase matches, with its matching seqs
+/// in order; runs never searched before are indexed first; another tenant's runs, and a kind
+/// that does not match, are left out; past the cap the answer is `None`; a bad query fails.
+pub async fn search_across_finds_the_runs_a_phrase_matches_within_a_cap(h: &dyn Harness) {
+    let store = h.open().await;
+    let (a, b) = (tenant("a"), tenant("b"));
+    let one = new_run(&*store, &a, "one").await;
+    let two = new_run(&*store, &a, "two").await;
+    let none = new_run(&*store, &a, "none").await;
+    let theirs = new_run(&*store, &b, "theirs").await;
+    for (t, run, texts) in [
+        (
+            &a,
+            &one,
+            vec!["the rare needle", "hay", "another rare needle here"],
+        ),
+        (&a, &two, vec!["hay", "hay", "hay", "a rare needle at last"]),
+        (&a, &none, vec!["only hay"]),
+        (&b, &theirs, vec!["their rare needle"]),
+    ] {
+        let messages: Vec<_> = texts.into_iter().map(|t| text(Role::User, t)).collect();
+        store.append(t, run, &messages).await.unwrap();
+    }
+    // Nothing was searched yet: search_across indexes what it needs first.
+    let q = query("rare needle", None, 1);
+    let found = store.search_across(&a, &q, 100).await.unwrap().unwrap();
+    let expected: std::collections::BTreeMap<_, _> = [
+        (one.clone(), vec![Seq(1), Seq(3)]),
+        (two.clone(), vec![Seq(4)]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(found, expected);
+    // Appended after: found on the next call.
+    store
+        .append(
+            &a,
+            &none,
+            &[text(Role::Assistant, "no longer only a rare needle")],
+        )
+        .await
+        .unwrap();
+    let found = store.search_across(&a, &q, 100).await.unwrap().unwrap();
+    assert_eq!(found.get(&none), Some(&vec![Seq(2)]));
+    assert_eq!(found.len(), 3);
+    // The other tenant sees only its own.
+    let theirs_found = store.search_across(&b, &q, 100).await.unwrap().unwrap();
+    assert_eq!(theirs_found.keys().collect::<Vec<_>>(), [&theirs]);
+    // A kind the matches are not.
+    let tools = query("rare needle", Some(SearchKind::ToolResult), 1);
+    assert!(
+        store
+            .search_across(&a, &tools, 100)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_empty()
+    );
+    // Absent, and past the cap.
+    let absent = query("absentword", None, 1);
+    assert!(
+        store
+            .search_across(&a, &absent, 100)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_across(&a, &query("hay", None, 1), 3)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        store
+            .search_across(&a, &query("hay", None, 1), 10)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A bad query fails as `search` does.
+    let err = store
+        .search_across(&a, &query("  ", None, 1), 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidQuery { .. }), "{err:?}");
 }
 
 pub async fn search_is_isolated_by_run_and_tenant(h: &dyn Harness) {

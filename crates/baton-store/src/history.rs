@@ -12,6 +12,8 @@
 //! A version keeps the `meta` its installer gave (strategy, sizes, retention audit) as opaque JSON; the store never interprets it.
 //! A pinned message (`pins`) is carried whole in the preamble when a summary covers it, so no strategy can drop it; it is rendered as text, so a pinned half of a tool call never breaks the pairing a provider checks.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use baton_core::units::{ProtocolEvents, ProtocolMap};
 use baton_core::{
@@ -721,6 +723,51 @@ impl<B: Backend> Store for B {
             tracing::debug!(run = %run, messages = indexed, "indexed history for search");
         }
         self.read(job!(|tx| { found(tx, pk, phrase).await })).await
+    }
+
+    async fn search_across(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+        cap: u64,
+    ) -> Result<Option<BTreeMap<RunId, Vec<Seq>>>, Error> {
+        let phrase = phrase(query)?;
+        let lagging = {
+            let tenant = tenant.clone();
+            self.read(job!(|tx| { tx.unindexed(&tenant).await }))
+                .await?
+        };
+        // Each lagging run is brought up to date by the one path that indexes.
+        for run in &lagging {
+            let one = SearchQuery {
+                pattern: query.pattern.clone(),
+                kind: query.kind,
+                limit: 1,
+            };
+            match self.search(tenant, run, &one).await {
+                // Deleted since it was listed: nothing of it to find.
+                Err(Error::RunNotFound { .. }) => {}
+                other => drop(other?),
+            }
+        }
+        let (tenant, limit) = (tenant.clone(), cap.saturating_add(1));
+        let pairs = self
+            .read(job!(|tx| {
+                tx.search_tenant(&tenant, &phrase, limit).await
+            }))
+            .await?;
+        if pairs.len() as u64 > cap {
+            return Ok(None);
+        }
+        let mut runs: BTreeMap<RunId, Vec<Seq>> = BTreeMap::new();
+        for (run, seq) in pairs {
+            runs.entry(run).or_default().push(seq);
+        }
+        for seqs in runs.values_mut() {
+            seqs.sort_unstable();
+            seqs.dedup();
+        }
+        Ok(Some(runs))
     }
 
     async fn import(

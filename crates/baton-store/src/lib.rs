@@ -276,6 +276,19 @@ pub trait Store: CacheStore + LedgerStore + KeyStore + UsageStore + Send + Sync 
         query: &SearchQuery,
     ) -> Result<Found, Error>;
 
+    /// The tenant's runs with messages matching `query`, each with its matching seqs in order,
+    /// for a search over many runs: one read when the index is up to date (runs it lags behind
+    /// are indexed first, as [`Store::search`] does). Its cost is bounded by `cap`, not by the
+    /// phrase's matches: `None` when the phrase matches more than `cap` index rows (a common
+    /// phrase, which [`Store::search`] run by run answers sooner, its first runs filling any
+    /// limit). `query.limit` is not used. Fails as [`Store::search`] does on a bad query.
+    async fn search_across(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+        cap: u64,
+    ) -> Result<Option<std::collections::BTreeMap<RunId, Vec<Seq>>>, Error>;
+
     /// Imports the transcripts of one file as runs, in one transaction: all of them or none.
     ///
     /// A transcript whose [`Origin::source_key`] names no run of the tenant becomes a new run
