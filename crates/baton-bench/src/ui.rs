@@ -54,7 +54,7 @@ const PAGES: [(&str, &str, &str); 10] = [
     ),
     (
         "ui_growth_ms",
-        "its growth (structured replay)",
+        "its growth page (the chart comes after)",
         "/ui/runs/{run}/growth",
     ),
     ("ui_usage_ms", "usage, daily", "/ui/usage"),
