@@ -378,6 +378,14 @@ fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (Rep
             next_id: 1,
         }),
     };
+    // Tokens of `entries[..i]`, so a step's tail is counted without reading it.
+    let prefix: Vec<u64> = std::iter::once(0)
+        .chain(entries.iter().scan(0u64, |sum, e| {
+            *sum += u64::from(e.tokens);
+            Some(*sum)
+        }))
+        .collect();
+    let mut fixed_of: Option<(Option<SummaryId>, u64, u64)> = None;
     let compacts = strategy.name() != "none";
     let mut full = 0u64;
     let mut calls = 0usize;
@@ -423,13 +431,9 @@ fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (Rep
                 }
             }
             calls += 1;
-            let context = context_of(
-                &memory,
-                entries,
-                config.budget.filter(|_| strategy.limit().is_some()),
-            );
-            let tokens = context.tokens;
-            let state_tokens = context.summary.as_ref().map_or(0, |s| s.tokens);
+            let budget = config.budget.filter(|_| strategy.limit().is_some());
+            let (tokens, state_tokens) =
+                step_tokens(&memory, entries, budget, &prefix, &mut fixed_of);
             report.steps.push(Step {
                 seq: entry.seq,
                 full_tokens: full,
@@ -461,6 +465,57 @@ fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (Rep
 }
 
 /// The context the run in memory would send now, clipped to `budget` when given.
+/// A step's context tokens and the working state's part of them. Without a budget to fit
+/// and with no tool results cleared, the context is the preamble (which depends on the summary
+/// only: kept in `fixed_of` until the summary changes) plus the tail's stored counts (from
+/// `prefix`), so no step copies its tail; otherwise the context is assembled. Debug builds
+/// assemble it every time and check the two agree.
+fn step_tokens(
+    memory: &Memory<'_>,
+    entries: &[Entry],
+    budget: Option<u64>,
+    prefix: &[u64],
+    fixed_of: &mut Option<(Option<SummaryId>, u64, u64)>,
+) -> (u64, u64) {
+    let slow = |memory: &Memory<'_>| {
+        let context = context_of(memory, entries, budget);
+        let state = context.summary.as_ref().map_or(0, |s| s.tokens);
+        (context.tokens, state)
+    };
+    let held = memory.held();
+    if budget.is_some() || held.cleared.is_some() {
+        drop(held);
+        return slow(memory);
+    }
+    let summary_id = held.summary.as_ref().map(|s| s.id);
+    let (preamble, state) = match fixed_of {
+        Some((id, preamble, state)) if *id == summary_id => (*preamble, *state),
+        _ => {
+            let context = assemble_pinned(
+                &memory.run,
+                held.summary.as_ref(),
+                Vec::new(),
+                Vec::new(),
+                &[],
+            );
+            let state = context.summary.as_ref().map_or(0, |s| s.tokens);
+            *fixed_of = Some((summary_id, context.tokens, state));
+            (context.tokens, state)
+        }
+    };
+    let visible = &entries[..held.visible];
+    let coverage = held.summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
+    let start = visible.partition_point(|e| e.seq <= coverage);
+    drop(held);
+    let tokens = preamble + prefix[visible.len()] - prefix[start];
+    debug_assert_eq!(
+        (tokens, state),
+        slow(memory),
+        "a step counted without assembling"
+    );
+    (tokens, state)
+}
+
 fn context_of(memory: &Memory<'_>, entries: &[Entry], budget: Option<u64>) -> Context {
     let held = memory.held();
     let visible = &entries[..held.visible];

@@ -63,15 +63,28 @@ async def main():
             assert (await s.call_tool("runs", {})).structured_content["runs"] == []
             assert (await s.call_tool("search", {"query": "flaky"})).structured_content[
                 "hits"] == []
+            tried = {"runs", "search"}
             for tool, arguments in [
                 ("recall", {"run": RUN, "seq": 1}),
                 ("run", {"run": RUN}),
                 ("context", {"run": RUN}),
+                ("working_state", {"run": RUN}),
                 ("pin", {"run": RUN, "seq": 1}),
+                ("unpin", {"run": RUN, "seq": 1}),
+                ("compact", {"run": RUN, "strategy": "sliding"}),
+                ("report", {"kind": "growth", "run": RUN}),
             ]:
                 r = await s.call_tool(tool, arguments)
                 assert r.is_error and "not found" in r.content[0].text, (tool, r)
-            print("ok: tenant B sees none of A's")
+                tried.add(tool)
+            # The tenant-wide reports hold nothing of A's.
+            dup = await s.call_tool("report", {"kind": "duplicates", "tools": True})
+            assert not dup.is_error and dup.structured_content["rows"] == [], dup
+            usage = await s.call_tool("report", {"kind": "usage"})
+            assert not usage.is_error and usage.structured_content["daily"] == [], usage
+            every = {t.name for t in (await s.list_tools()).tools}
+            assert tried == every, f"tools not tried with A's ids: {every - tried}"
+            print("ok: tenant B sees none of A's, through every tool")
 
     async with httpx2.AsyncClient() as raw:
         response = await raw.post(URL, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
