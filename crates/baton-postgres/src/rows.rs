@@ -754,13 +754,8 @@ fn counts(new: &NewOrigin<'_>) -> Result<Vec<i64>, Error> {
     .collect()
 }
 
-/// A tsquery of the words in order (`<->`), each quoted (normalized words are letters and
-/// digits only) and marked `:*` when it is a prefix: `'src' <-> 'mai':*`.
+/// A tsquery of the words in order (`<->`), each quoted and marked `:*` when it is a prefix:
+/// `'src' <-> 'mai':*`.
 fn tsquery(phrase: &Phrase) -> String {
-    let words: Vec<String> = phrase
-        .words
-        .iter()
-        .map(|(word, prefix)| format!("'{word}'{}", if *prefix { ":*" } else { "" }))
-        .collect();
-    words.join(" <-> ")
+    phrase.render("'", ":*", " <-> ")
 }

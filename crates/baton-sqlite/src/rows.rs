@@ -632,13 +632,8 @@ impl ImportRows for SqliteTx {
     }
 }
 
-/// An FTS5 phrase of one string per word (normalized words hold no `"`), each followed by `*`
-/// when it is a prefix: `"src" + "mai"*`.
+/// An FTS5 phrase of one string per word, each followed by `*` when it is a prefix:
+/// `"src" + "mai"*`.
 fn fts_phrase(phrase: &Phrase) -> String {
-    let words: Vec<String> = phrase
-        .words
-        .iter()
-        .map(|(word, prefix)| format!("\"{word}\"{}", if *prefix { "*" } else { "" }))
-        .collect();
-    words.join(" + ")
+    phrase.render("\"", "*", " + ")
 }

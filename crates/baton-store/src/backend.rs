@@ -237,6 +237,20 @@ pub struct Phrase {
     pub limit: u64,
 }
 
+impl Phrase {
+    /// The phrase in a full-text query language: each word between `quote`s, followed by
+    /// `prefix` when it is a prefix, joined by `join` (the adjacency operator). Normalized
+    /// words are letters and digits only, so no quoting inside them is needed.
+    pub fn render(&self, quote: &str, prefix: &str, join: &str) -> String {
+        let words: Vec<String> = self
+            .words
+            .iter()
+            .map(|(word, p)| format!("{quote}{word}{quote}{}", if *p { prefix } else { "" }))
+            .collect();
+        words.join(join)
+    }
+}
+
 /// Runs, their history, summary versions, pins, constraints, started tools and the search
 /// index.
 #[async_trait]
