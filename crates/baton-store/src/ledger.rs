@@ -34,7 +34,7 @@ use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, Close, LedgerRows, Outcome};
+use crate::backend::{Backend, LedgerRows, Outcome};
 use crate::history::job;
 use crate::{Error, check_text};
 
@@ -307,12 +307,8 @@ pub fn downstream_key(tenant: &TenantId, key: &str) -> String {
 pub(crate) enum Decision {
     /// Answer with the record as it is.
     Answer,
-    /// Take the lease over: next fence, new owner; `lease_lost` says whether a running
-    /// attempt is closed as having lost its lease.
-    TakeOver {
-        /// Whether the previous holder was still marked running.
-        lease_lost: bool,
-    },
+    /// Take the lease over: next fence, new owner; the previous attempt moves to the log.
+    TakeOver,
 }
 
 /// Decides `begin` on an existing record. A mismatch is checked first by the caller.
@@ -324,12 +320,10 @@ pub(crate) fn decide_begin(op: &Operation, now: Timestamp) -> Decision {
             if live && op.status == OpStatus::Running {
                 Decision::Answer
             } else {
-                Decision::TakeOver {
-                    lease_lost: op.status == OpStatus::Running,
-                }
+                Decision::TakeOver
             }
         }
-        OpStatus::Failed if op.retryable => Decision::TakeOver { lease_lost: false },
+        OpStatus::Failed if op.retryable => Decision::TakeOver,
         OpStatus::Failed => Decision::Answer,
     }
 }
@@ -392,26 +386,15 @@ fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error> {
 /// can lock it. Only a pathological begin-and-prune loop on one key could exhaust it.
 const BEGIN_ATTEMPTS: usize = 64;
 
-/// Ends the attempt of a fence that lost its lease, gives the operation to `owner` with the
-/// next fence, and records the new attempt: the record as it becomes.
+/// Gives the operation to `owner` with the next fence (the attempt it had moves to the log, as
+/// `lease_lost` if it was still running): the record as it becomes.
 async fn take_over(
     tx: &mut impl LedgerRows,
     tenant: &TenantId,
     op: Operation,
     (owner, lease_until): (&str, Timestamp),
-    lease_lost: bool,
     now: Timestamp,
 ) -> Result<Begin, Error> {
-    if lease_lost {
-        let close = Close {
-            outcome: AttemptOutcome::LeaseLost,
-            paid: false,
-            result: None,
-            error: None,
-        };
-        tx.close_attempt(tenant, &op.key, op.fence, &close, now)
-            .await?;
-    }
     let operation = Operation {
         status: OpStatus::Running,
         fence: op.fence + 1,
@@ -430,7 +413,7 @@ async fn take_over(
 }
 
 /// Every ledger call is one write job. Its check-then-act starts at the operation's row: a new
-/// key is one insert (of the operation and its first attempt) that the primary key lets exactly
+/// key is one insert (of the operation, its first attempt in its row) that the primary key lets exactly
 /// one of concurrent `begin`s win; anything else locks the row first (on SQLite the write
 /// transaction is exclusive already), so workers act on one operation one at a time, each
 /// seeing what the one before committed. `heartbeat` and `publish` try their conditional
@@ -484,9 +467,9 @@ impl<B: Backend> LedgerStore for B {
                 }
                 return match decide_begin(&op, now) {
                     Decision::Answer => Ok(answer(op, &new.request_hash)),
-                    Decision::TakeOver { lease_lost } => {
+                    Decision::TakeOver => {
                         let holder = (owner.as_str(), lease_until);
-                        take_over(tx, &tenant, op, holder, lease_lost, now).await
+                        take_over(tx, &tenant, op, holder, now).await
                     }
                 };
             }
@@ -584,13 +567,7 @@ impl<B: Backend> LedgerStore for B {
                 }
             }
             // Kept for audit: what the fenced-out worker tried to publish.
-            let close = Close {
-                outcome: AttemptOutcome::FencedOut,
-                paid,
-                result: outcome.result.as_deref(),
-                error: outcome.error.as_deref(),
-            };
-            tx.close_attempt(&tenant, &key, fence, &close, now).await?;
+            tx.fence_out(&tenant, &key, fence, &outcome, now).await?;
             Ok(Err(Fenced::Out {
                 operation: op,
                 given: fence,

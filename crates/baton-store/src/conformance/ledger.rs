@@ -478,3 +478,87 @@ pub async fn a_repeated_publish_by_the_publishing_fence_changes_nothing(h: &dyn 
         (Some(AttemptOutcome::Completed), "w", None)
     );
 }
+
+pub async fn the_attempts_log_keeps_every_end_its_time_payment_and_error(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    let keep = Duration::from_secs(60);
+    let (s, tn) = (&store, &ten);
+    let begin = move |owner: &'static str, at| async move {
+        let b = s.begin(tn, "k", &hash(1), owner, LEASE, keep, at).await;
+        acquired(b.unwrap()).0
+    };
+    // The first worker fails retryably after a paid call; the second takes the failure over,
+    // then loses its lease to the third.
+    assert_eq!(begin("w1", t(0)).await.fence, 1);
+    let flaky = Publish::Fail {
+        error: "flaky",
+        retryable: true,
+    };
+    store
+        .publish(&ten, "k", 1, flaky, true, t(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(begin("w2", t(3)).await.fence, 2);
+    assert_eq!(begin("w3", t(14)).await.fence, 3);
+    // The second wakes and publishes after a paid call: fenced out, kept for audit.
+    let late = json!({"from": "w2"});
+    fenced_out(
+        store
+            .publish(&ten, "k", 2, Publish::Complete(&late), true, t(15))
+            .await
+            .unwrap(),
+    );
+    let beat = store.heartbeat(&ten, "k", 3, LEASE, t(16)).await.unwrap();
+    assert_eq!(beat.unwrap().lease_expires_at, Some(t(26)));
+    let done = json!({"from": "w3"});
+    store
+        .publish(&ten, "k", 3, Publish::Complete(&done), true, t(17))
+        .await
+        .unwrap()
+        .unwrap();
+    fenced_out(store.heartbeat(&ten, "k", 3, LEASE, t(18)).await.unwrap());
+    let (op, attempts) = store.operation(&ten, "k").await.unwrap().unwrap();
+    assert_eq!(
+        (op.status, op.fence, op.result),
+        (OpStatus::Completed, 3, Some(done))
+    );
+    let attempt = |owner: &str, fence, (started, ended), outcome, result, error: Option<&str>| {
+        crate::Attempt {
+            owner: owner.to_owned(),
+            fence,
+            started_at: t(started),
+            ended_at: Some(t(ended)),
+            outcome: Some(outcome),
+            paid: true,
+            result,
+            error: error.map(str::to_owned),
+        }
+    };
+    assert_eq!(
+        attempts,
+        [
+            attempt("w1", 1, (0, 2), AttemptOutcome::Failed, None, Some("flaky")),
+            attempt(
+                "w2",
+                2,
+                (3, 15),
+                AttemptOutcome::FencedOut,
+                Some(late),
+                None
+            ),
+            attempt("w3", 3, (14, 17), AttemptOutcome::Completed, None, None),
+        ]
+    );
+    // Pruned with its attempts; the key's next operation starts above every old fence.
+    assert_eq!(store.prune_operations(&ten, t(100)).await.unwrap(), 1);
+    assert!(store.operation(&ten, "k").await.unwrap().is_none());
+    assert_eq!(begin("w4", t(101)).await.fence, 4);
+    let (_, attempts) = store.operation(&ten, "k").await.unwrap().unwrap();
+    let seen: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.owner.as_str(), a.fence))
+        .collect();
+    assert_eq!(seen, [("w4", 4)]);
+}
