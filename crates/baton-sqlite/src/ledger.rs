@@ -17,13 +17,6 @@ use crate::SqliteTx;
 const OPERATION: &str = "id, key, request_hash, status, fence, lease_owner, lease_expires_at,
     result, error, retryable, created_at, updated_at, expires_at";
 
-/// The live attempt of operation `(?1, ?2)` as an attempts row; one still open ends
-/// `lease_lost` at `?3`.
-const LIVE: &str = "SELECT tenant_id, key, lease_owner, fence, attempt_started_at,
-        COALESCE(attempt_ended_at, ?3), COALESCE(attempt_outcome, 'lease_lost'), attempt_paid,
-        NULL, error
-    FROM operations WHERE tenant_id = ?1 AND key = ?2 AND attempt_started_at IS NOT NULL";
-
 /// Closes the superseded attempt of fence `?3` that lost its lease as fenced out, keeping what
 /// it tried to publish.
 const FENCE_OUT: &str = "UPDATE attempts SET ended_at = ?4, outcome = 'fenced_out',
@@ -72,8 +65,14 @@ impl LedgerRows for SqliteTx {
     }
 
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error> {
-        let key = params![tenant.as_str(), op.key, op.updated_at.0];
-        self.exec(&format!("INSERT INTO attempts {LIVE}"), key)?;
+        // The live attempt moves to the log; one still open ends `lease_lost` now.
+        self.exec(
+            "INSERT INTO attempts SELECT tenant_id, key, lease_owner, fence, attempt_started_at,
+                 COALESCE(attempt_ended_at, ?3), COALESCE(attempt_outcome, 'lease_lost'),
+                 attempt_paid, NULL, error
+             FROM operations WHERE tenant_id = ?1 AND key = ?2 AND attempt_started_at IS NOT NULL",
+            params![tenant.as_str(), op.key, op.updated_at.0],
+        )?;
         self.exec(
             "UPDATE operations SET status = 'running', fence = ?3, lease_owner = ?4,
                  lease_expires_at = ?5, error = NULL, retryable = 0, updated_at = ?6,
@@ -196,13 +195,7 @@ impl LedgerRows for SqliteTx {
             ),
             values,
         )?;
-        self.exec(
-            &format!(
-                "DELETE FROM attempts WHERE (tenant_id, key) IN
-                     (SELECT tenant_id, key FROM operations WHERE {PRUNABLE})"
-            ),
-            values,
-        )?;
+        // The attempts go by `ON DELETE CASCADE` (foreign keys are on in every connection).
         let removed = self.exec(&format!("DELETE FROM operations WHERE {PRUNABLE}"), values)?;
         Ok(removed as u64)
     }
