@@ -4,8 +4,9 @@
 //! transaction, with the same durability settings (WAL, `synchronous = NORMAL`)
 //! (`baton_sqlite::bench::BareLedger`). Target: ≥ 0.6 of the bare rate (issue 16).
 //!
-//! baton's pair does more than the bare loop: `begin` inserts the operation and its attempt;
-//! `complete` updates the operation under its fence and closes the attempt. A lone call runs on
+//! baton's pair writes what the bare loop writes, one row each (schema 13 keeps the live attempt
+//! in the operation's row): `begin` inserts the operation, `complete` updates it under its fence
+//! and reads it back (`RETURNING`); its rows are wider, and checked. A lone call runs on
 //! its caller's thread; calls that find the writing connection busy go to the store's writer
 //! thread. Workers in one process share that one writer connection, so concurrency buys no
 //! parallel writes on SQLite, but the writer commits the calls queued together in one

@@ -178,18 +178,7 @@ struct Schemas {
 }
 
 fn rows_of(entries: &[NewEntry]) -> anyhow::Result<Vec<Row>> {
-    entries
-        .iter()
-        .map(|e| {
-            let row = bare_row(e)?;
-            Ok(Row {
-                tokens: i32::try_from(row.tokens).unwrap_or(i32::MAX),
-                tool_uses: row.tool_uses,
-                tool_results: row.tool_results,
-                message: row.message,
-            })
-        })
-        .collect()
+    entries.iter().map(bare_row).collect()
 }
 
 const METHODS: [Method; 3] = [Method::Unnest, Method::Values, Method::Copy];

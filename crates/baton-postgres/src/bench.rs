@@ -58,30 +58,22 @@ pub async fn drop_schemas(client: &Client, schemas: &[&str]) -> Result<()> {
     Ok(client.batch_execute(&sql).await?)
 }
 
-/// A history row serialized once, before any clock starts.
-#[derive(Clone)]
-pub struct Row {
-    /// Its token count.
-    pub tokens: i32,
-    /// Tool-call ids it opens, as a JSON list.
-    pub tool_uses: Option<String>,
-    /// Tool-call ids it answers, as a JSON list.
-    pub tool_results: Option<String>,
-    /// The message as JSON.
-    pub message: String,
+/// A history row, serialized the way baton serializes it (before the clock starts).
+pub use baton_store::backend::Prepared as Row;
+
+/// The seven columns of `row`, in `COLUMNS`' order (`tokens` its token count as `INT4`).
+fn columns<'a>(
+    row: &'a Row,
+    tokens: &'a i32,
+    [run, seq, now]: [&'a i64; 3],
+) -> [&'a (dyn ToSql + Sync); 7] {
+    let (uses, results) = (&row.tool_uses, &row.tool_results);
+    [run, seq, tokens, uses, results, now, &row.message]
 }
 
-impl Row {
-    /// The row's seven columns, in `COLUMNS`' order.
-    fn values<'a>(
-        &'a self,
-        run: &'a i64,
-        seq: &'a i64,
-        now: &'a i64,
-    ) -> [&'a (dyn ToSql + Sync); 7] {
-        let (tokens, uses, results) = (&self.tokens, &self.tool_uses, &self.tool_results);
-        [run, seq, tokens, uses, results, now, &self.message]
-    }
+/// The token counts of `rows`, as `INT4`.
+fn tokens(rows: &[Row]) -> Result<Vec<i32>> {
+    rows.iter().map(|r| Ok(i32::try_from(r.tokens)?)).collect()
 }
 
 /// The column types of `COPY`, in `COLUMNS`' order.
@@ -186,10 +178,10 @@ impl Bare {
         let [unnest, values, copy, _, _, update] = &self.statements;
         let (first, last) = (run.last + 1, run.last + i64::try_from(rows.len())?);
         let seqs: Vec<i64> = (first..=last).collect();
+        let tokens = tokens(rows)?;
         self.client.batch_execute("BEGIN").await?;
         match method {
             Method::Unnest => {
-                let tokens: Vec<i32> = rows.iter().map(|r| r.tokens).collect();
                 let uses: Vec<Option<&str>> = rows.iter().map(|r| r.tool_uses.as_deref()).collect();
                 let results: Vec<Option<&str>> =
                     rows.iter().map(|r| r.tool_results.as_deref()).collect();
@@ -203,19 +195,17 @@ impl Bare {
                     return Err("bare VALUES insert prepared for another batch size".into());
                 }
                 let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 7);
-                for (row, seq) in rows.iter().zip(&seqs) {
-                    params.extend_from_slice(&row.values(&run.pk, seq, &now));
+                for ((row, seq), t) in rows.iter().zip(&seqs).zip(&tokens) {
+                    params.extend_from_slice(&columns(row, t, [&run.pk, seq, &now]));
                 }
                 self.client.execute(values, &params).await?;
             }
             Method::Copy => {
                 let sink = self.client.copy_in(copy).await?;
                 let mut writer = pin!(BinaryCopyInWriter::new(sink, &TYPES));
-                for (row, seq) in rows.iter().zip(&seqs) {
-                    writer
-                        .as_mut()
-                        .write(&row.values(&run.pk, seq, &now))
-                        .await?;
+                for ((row, seq), t) in rows.iter().zip(&seqs).zip(&tokens) {
+                    let row = columns(row, t, [&run.pk, seq, &now]);
+                    writer.as_mut().write(&row).await?;
                 }
                 if writer.finish().await? != rows.len() as u64 {
                     return Err("bare COPY wrote another number of rows".into());
@@ -239,7 +229,7 @@ impl Bare {
         now: i64,
     ) -> Result<()> {
         let [_, _, _, single, lock_run, update] = &self.statements;
-        let seq = run.last + 1;
+        let (seq, tokens) = (run.last + 1, i32::try_from(row.tokens)?);
         self.client.batch_execute("BEGIN").await?;
         if lock {
             self.client
@@ -247,7 +237,7 @@ impl Bare {
                 .await?;
         }
         self.client
-            .execute(single, &row.values(&run.pk, &seq, &now))
+            .execute(single, &columns(row, &tokens, [&run.pk, &seq, &now]))
             .await?;
         self.client.execute(update, &[&seq, &run.pk]).await?;
         self.client.batch_execute("COMMIT").await?;

@@ -1,10 +1,10 @@
 //! The idempotency ledger's operations and attempts as PostgreSQL statements (schema versions
-//! 7 and 9).
+//! 7, 9 and 13: the live attempt lives in the operation's row, `attempts` holds only
+//! superseded attempts).
 //!
-//! The common paths are one statement each, in autocommit: a new key inserts the operation and
-//! its first attempt in one `WITH … INSERT` (the attempt's foreign key is checked at the end of
-//! the statement), a publish updates both under the fence in one `WITH … UPDATE`, a heartbeat is
-//! one conditional `UPDATE`. Only the rare paths lock the operation's row
+//! The common paths are one statement each, in autocommit: a new key is one `INSERT` (the
+//! operation with its live attempt), a publish one conditional `UPDATE … RETURNING` under the
+//! fence, a heartbeat one conditional `UPDATE`. Only the rare paths lock the operation's row
 //! (`lock_operation`: `SELECT … FOR UPDATE`, which begins the job's transaction): under READ
 //! COMMITTED a lock that waited returns the row's newest version, so workers on any number of
 //! connections act on one operation one at a time. A worker paused in the middle of a common
@@ -12,7 +12,7 @@
 
 use async_trait::async_trait;
 use baton_core::{TenantId, Timestamp};
-use baton_store::backend::{Close, LedgerRows, Outcome, Row, int, lookup};
+use baton_store::backend::{LedgerRows, Outcome, Row, int, lookup};
 use baton_store::{Attempt, Error, OpStatus, Operation};
 
 use crate::PgTx;
@@ -25,10 +25,11 @@ macro_rules! operation {
     };
 }
 
-/// What the attempt of `fence` closes with: only one still open, or one that lost its lease.
-const CLOSE: &str = "UPDATE attempts SET ended_at = $4, outcome = $5, paid = paid OR $6,
-        result = COALESCE($7, result), error = COALESCE($8, error)
-    WHERE tenant_id = $1 AND key = $2 AND fence = $3 AND (ended_at IS NULL OR outcome = 'lease_lost')";
+/// Closes the superseded attempt of fence `$3` that lost its lease as fenced out, keeping what
+/// it tried to publish.
+const FENCE_OUT: &str = "UPDATE attempts SET ended_at = $4, outcome = 'fenced_out',
+        paid = paid OR $5, result = COALESCE($6, result), error = COALESCE($7, error)
+    WHERE tenant_id = $1 AND key = $2 AND fence = $3 AND outcome = 'lease_lost'";
 
 #[async_trait]
 impl LedgerRows for PgTx {
@@ -37,19 +38,14 @@ impl LedgerRows for PgTx {
         tenant: &TenantId,
         op: &Operation,
     ) -> Result<Option<u64>, Error> {
-        let sql = "WITH op AS (
-                INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
-                    lease_owner, lease_expires_at, created_at, updated_at, expires_at)
-                VALUES ($1, $2, $3, $4, 'running',
-                    1 + COALESCE((SELECT m.fence FROM fence_marks m WHERE m.tenant_id = $1 AND m.key = $2), 0),
-                    $5, $6, $7, $7, $8)
-                ON CONFLICT (tenant_id, key) DO NOTHING
-                RETURNING fence
-            ), attempt AS (
-                INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
-                SELECT $1, $2, $5, op.fence, $7 FROM op
-            )
-            SELECT fence FROM op";
+        let sql = "INSERT INTO operations (tenant_id, key, id, request_hash, status, fence,
+                lease_owner, lease_expires_at, created_at, updated_at, expires_at,
+                attempt_started_at)
+            VALUES ($1, $2, $3, $4, 'running',
+                1 + COALESCE((SELECT m.fence FROM fence_marks m WHERE m.tenant_id = $1 AND m.key = $2), 0),
+                $5, $6, $7, $7, $8, $7)
+            ON CONFLICT (tenant_id, key) DO NOTHING
+            RETURNING fence";
         let params = [
             &tenant.as_str() as _,
             &op.key as _,
@@ -94,14 +90,21 @@ impl LedgerRows for PgTx {
     }
 
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error> {
-        let sql = "WITH up AS (
-                UPDATE operations SET status = 'running', fence = $3, lease_owner = $4,
-                    lease_expires_at = $5, error = NULL, retryable = FALSE, updated_at = $6
-                WHERE tenant_id = $1 AND key = $2
-                RETURNING fence
+        // Both statements see the row as it was: the old attempt moves, the new one starts.
+        let sql = "WITH moved AS (
+                INSERT INTO attempts (tenant_id, key, owner, fence, started_at, ended_at,
+                    outcome, paid, error)
+                SELECT tenant_id, key, lease_owner, fence, attempt_started_at,
+                    COALESCE(attempt_ended_at, $6), COALESCE(attempt_outcome, 'lease_lost'),
+                    attempt_paid, error
+                FROM operations
+                WHERE tenant_id = $1 AND key = $2 AND attempt_started_at IS NOT NULL
             )
-            INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
-            SELECT $1, $2, $4, fence, $6 FROM up";
+            UPDATE operations SET status = 'running', fence = $3, lease_owner = $4,
+                lease_expires_at = $5, error = NULL, retryable = FALSE, updated_at = $6,
+                attempt_started_at = $6, attempt_ended_at = NULL, attempt_outcome = NULL,
+                attempt_paid = FALSE
+            WHERE tenant_id = $1 AND key = $2";
         let params = [
             &tenant.as_str() as _,
             &op.key as _,
@@ -113,12 +116,12 @@ impl LedgerRows for PgTx {
         self.exec(sql, &params).await.map(drop)
     }
 
-    async fn close_attempt(
+    async fn fence_out(
         &mut self,
         tenant: &TenantId,
         key: &str,
         fence: u64,
-        close: &Close<'_>,
+        outcome: &Outcome,
         now: Timestamp,
     ) -> Result<(), Error> {
         let params = [
@@ -127,12 +130,11 @@ impl LedgerRows for PgTx {
             // A fence past the integer range names no attempt: nothing to close.
             &lookup(fence) as _,
             &now.0 as _,
-            &close.outcome.as_str() as _,
-            &close.paid as _,
-            &close.result as _,
-            &close.error as _,
+            &outcome.paid as _,
+            &outcome.result as _,
+            &outcome.error as _,
         ];
-        self.exec(CLOSE, &params).await.map(drop)
+        self.exec(FENCE_OUT, &params).await.map(drop)
     }
 
     async fn extend_lease(
@@ -170,20 +172,12 @@ impl LedgerRows for PgTx {
     ) -> Result<Option<Operation>, Error> {
         // The attempt that published keeps no copy of the result: it is the operation's.
         let sql = concat!(
-            "WITH up AS (
-                 UPDATE operations SET status = $3, result = $4, error = $5, retryable = $6,
-                     lease_expires_at = NULL, updated_at = $7
-                 WHERE tenant_id = $1 AND key = $2 AND fence = $8 AND status = 'running'
-                 RETURNING ",
-            operation!(),
-            "
-             ), attempt AS (
-                 UPDATE attempts SET ended_at = $7, outcome = $3, paid = paid OR $9,
-                     error = COALESCE($5, error)
-                 WHERE tenant_id = $1 AND key = $2 AND fence = $8
-                   AND (ended_at IS NULL OR outcome = 'lease_lost') AND EXISTS (SELECT 1 FROM up)
-             )
-             SELECT * FROM up"
+            "UPDATE operations SET status = $3, result = $4, error = $5, retryable = $6,
+                 lease_expires_at = NULL, updated_at = $7, attempt_ended_at = $7,
+                 attempt_outcome = $3, attempt_paid = attempt_paid OR $9
+             WHERE tenant_id = $1 AND key = $2 AND fence = $8 AND status = 'running'
+             RETURNING ",
+            operation!()
         );
         let params = [
             &tenant.as_str() as _,
@@ -202,7 +196,11 @@ impl LedgerRows for PgTx {
     async fn attempts(&mut self, tenant: &TenantId, key: &str) -> Result<Vec<Attempt>, Error> {
         self.all(
             "SELECT owner, fence, started_at, ended_at, outcome, paid, result, error
-             FROM attempts WHERE tenant_id = $1 AND key = $2 ORDER BY fence",
+             FROM attempts WHERE tenant_id = $1 AND key = $2
+             UNION ALL SELECT lease_owner, fence, attempt_started_at, attempt_ended_at,
+                 attempt_outcome, attempt_paid, NULL, error
+             FROM operations WHERE tenant_id = $1 AND key = $2 AND attempt_started_at IS NOT NULL
+             ORDER BY fence",
             &[&tenant.as_str(), &key],
             |r| r.attempt(),
         )

@@ -507,12 +507,11 @@ impl PgTx {
         &mut self,
         sql: &str,
         params: &Params<'_>,
-        f: impl FnMut(&R<'_>) -> Result<T, Error> + Send,
+        mut f: impl FnMut(&R<'_>) -> Result<T, Error> + Send,
     ) -> Result<Vec<T>, Error> {
         let client = self.client()?;
         let stmt = client.prepare_cached(sql).await.map_err(pg)?;
         let rows = client.query(&stmt, params).await.map_err(pg)?;
-        let mut f = f;
         rows.iter().map(|row| f(&R(row))).collect()
     }
 }

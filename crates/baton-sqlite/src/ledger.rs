@@ -1,11 +1,13 @@
-//! The idempotency ledger's operations and attempts as SQLite statements (schema versions 7
-//! and 9: both tables `WITHOUT ROWID`, clustered on their keys). The writer thread's
+//! The idempotency ledger's operations and attempts as SQLite statements (schema versions 7,
+//! 9 and 13: both tables `WITHOUT ROWID`, clustered on their keys; the live attempt lives in
+//! the operation's row, so `begin` on a new key is one `INSERT` and a publish one `UPDATE …
+//! RETURNING`, and `attempts` holds only superseded attempts). The writer thread's
 //! `BEGIN IMMEDIATE` transaction orders every worker in every process, so locking an operation
 //! is reading it.
 
 use async_trait::async_trait;
 use baton_core::{TenantId, Timestamp};
-use baton_store::backend::{Close, LedgerRows, Outcome, Row, int, lookup};
+use baton_store::backend::{LedgerRows, Outcome, Row, int, lookup};
 use baton_store::{Attempt, Error, OpStatus, Operation};
 use rusqlite::params;
 
@@ -15,10 +17,11 @@ use crate::SqliteTx;
 const OPERATION: &str = "id, key, request_hash, status, fence, lease_owner, lease_expires_at,
     result, error, retryable, created_at, updated_at, expires_at";
 
-/// What the attempt of `fence` closes with: only one still open, or one that lost its lease.
-const CLOSE: &str = "UPDATE attempts SET ended_at = ?4, outcome = ?5, paid = paid OR ?6,
-        result = COALESCE(?7, result), error = COALESCE(?8, error)
-    WHERE tenant_id = ?1 AND key = ?2 AND fence = ?3 AND (ended_at IS NULL OR outcome = 'lease_lost')";
+/// Closes the superseded attempt of fence `?3` that lost its lease as fenced out, keeping what
+/// it tried to publish.
+const FENCE_OUT: &str = "UPDATE attempts SET ended_at = ?4, outcome = 'fenced_out',
+        paid = paid OR ?5, result = COALESCE(?6, result), error = COALESCE(?7, error)
+    WHERE tenant_id = ?1 AND key = ?2 AND fence = ?3 AND outcome = 'lease_lost'";
 
 /// An operation's removable records: past retention, and held by no live lease.
 const PRUNABLE: &str =
@@ -31,12 +34,12 @@ impl LedgerRows for SqliteTx {
         tenant: &TenantId,
         op: &Operation,
     ) -> Result<Option<u64>, Error> {
-        let inserted = self.one(
+        self.one(
             "INSERT INTO operations (tenant_id, key, id, request_hash, status, fence, lease_owner,
-                 lease_expires_at, created_at, updated_at, expires_at)
+                 lease_expires_at, created_at, updated_at, expires_at, attempt_started_at)
              VALUES (?1, ?2, ?3, ?4, 'running',
                  1 + COALESCE((SELECT fence FROM fence_marks WHERE tenant_id = ?1 AND key = ?2), 0),
-                 ?5, ?6, ?7, ?7, ?8)
+                 ?5, ?6, ?7, ?7, ?8, ?7)
              ON CONFLICT (tenant_id, key) DO NOTHING RETURNING fence",
             params![
                 tenant.as_str(),
@@ -49,21 +52,7 @@ impl LedgerRows for SqliteTx {
                 op.expires_at.0
             ],
             |r| r.count(0, "an operation's fence"),
-        )?;
-        let Some(fence) = inserted else {
-            return Ok(None);
-        };
-        let attempt = "INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
-                       VALUES (?1, ?2, ?3, ?4, ?5)";
-        let values = params![
-            tenant.as_str(),
-            op.key,
-            op.lease_owner,
-            int(fence)?,
-            op.created_at.0
-        ];
-        self.exec(attempt, values)?;
-        Ok(Some(fence))
+        )
     }
 
     async fn operation(
@@ -76,9 +65,19 @@ impl LedgerRows for SqliteTx {
     }
 
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error> {
+        // The live attempt moves to the log; one still open ends `lease_lost` now.
+        self.exec(
+            "INSERT INTO attempts SELECT tenant_id, key, lease_owner, fence, attempt_started_at,
+                 COALESCE(attempt_ended_at, ?3), COALESCE(attempt_outcome, 'lease_lost'),
+                 attempt_paid, NULL, error
+             FROM operations WHERE tenant_id = ?1 AND key = ?2 AND attempt_started_at IS NOT NULL",
+            params![tenant.as_str(), op.key, op.updated_at.0],
+        )?;
         self.exec(
             "UPDATE operations SET status = 'running', fence = ?3, lease_owner = ?4,
-                 lease_expires_at = ?5, error = NULL, retryable = 0, updated_at = ?6
+                 lease_expires_at = ?5, error = NULL, retryable = 0, updated_at = ?6,
+                 attempt_started_at = ?6, attempt_ended_at = NULL, attempt_outcome = NULL,
+                 attempt_paid = 0
              WHERE tenant_id = ?1 AND key = ?2",
             params![
                 tenant.as_str(),
@@ -88,25 +87,16 @@ impl LedgerRows for SqliteTx {
                 op.lease_expires_at.map(|t| t.0),
                 op.updated_at.0
             ],
-        )?;
-        let attempt = "INSERT INTO attempts (tenant_id, key, owner, fence, started_at)
-                       VALUES (?1, ?2, ?3, ?4, ?5)";
-        let values = params![
-            tenant.as_str(),
-            op.key,
-            op.lease_owner,
-            int(op.fence)?,
-            op.updated_at.0
-        ];
-        self.exec(attempt, values).map(drop)
+        )
+        .map(drop)
     }
 
-    async fn close_attempt(
+    async fn fence_out(
         &mut self,
         tenant: &TenantId,
         key: &str,
         fence: u64,
-        close: &Close<'_>,
+        outcome: &Outcome,
         now: Timestamp,
     ) -> Result<(), Error> {
         let values = params![
@@ -114,12 +104,11 @@ impl LedgerRows for SqliteTx {
             key,
             lookup(fence),
             now.0,
-            close.outcome.as_str(),
-            close.paid,
-            close.result,
-            close.error
+            outcome.paid,
+            outcome.result,
+            outcome.error
         ];
-        self.exec(CLOSE, values).map(drop)
+        self.exec(FENCE_OUT, values).map(drop)
     }
 
     async fn extend_lease(
@@ -148,9 +137,11 @@ impl LedgerRows for SqliteTx {
         outcome: &Outcome,
         now: Timestamp,
     ) -> Result<Option<Operation>, Error> {
+        // The attempt that published keeps no copy of the result: it is the operation's.
         let sql = format!(
             "UPDATE operations SET status = ?3, result = ?4, error = ?5, retryable = ?6,
-                 lease_expires_at = NULL, updated_at = ?7
+                 lease_expires_at = NULL, updated_at = ?7, attempt_ended_at = ?7,
+                 attempt_outcome = ?3, attempt_paid = attempt_paid OR ?9
              WHERE tenant_id = ?1 AND key = ?2 AND fence = ?8 AND status = 'running'
              RETURNING {OPERATION}"
         );
@@ -162,35 +153,20 @@ impl LedgerRows for SqliteTx {
             outcome.error,
             outcome.retryable,
             now.0,
-            lookup(fence)
-        ];
-        let Some(op) = self.one(&sql, values, |r| r.operation())? else {
-            return Ok(None);
-        };
-        // The attempt that published keeps no copy of the result: it is the operation's.
-        let attempt = if outcome.status == OpStatus::Completed {
-            "completed"
-        } else {
-            "failed"
-        };
-        let values = params![
-            tenant.as_str(),
-            key,
             lookup(fence),
-            now.0,
-            attempt,
-            outcome.paid,
-            None::<String>,
-            outcome.error
+            outcome.paid
         ];
-        self.exec(CLOSE, values)?;
-        Ok(Some(op))
+        self.one(&sql, values, |r| r.operation())
     }
 
     async fn attempts(&mut self, tenant: &TenantId, key: &str) -> Result<Vec<Attempt>, Error> {
         self.all(
             "SELECT owner, fence, started_at, ended_at, outcome, paid, result, error
-             FROM attempts WHERE tenant_id = ?1 AND key = ?2 ORDER BY fence",
+             FROM attempts WHERE tenant_id = ?1 AND key = ?2
+             UNION ALL SELECT lease_owner, fence, attempt_started_at, attempt_ended_at,
+                 attempt_outcome, attempt_paid, NULL, error
+             FROM operations WHERE tenant_id = ?1 AND key = ?2 AND attempt_started_at IS NOT NULL
+             ORDER BY fence",
             [tenant.as_str(), key],
             |r| r.attempt(),
         )
@@ -219,13 +195,7 @@ impl LedgerRows for SqliteTx {
             ),
             values,
         )?;
-        self.exec(
-            &format!(
-                "DELETE FROM attempts WHERE (tenant_id, key) IN
-                     (SELECT tenant_id, key FROM operations WHERE {PRUNABLE})"
-            ),
-            values,
-        )?;
+        // The attempts go by `ON DELETE CASCADE` (foreign keys are on in every connection).
         let removed = self.exec(&format!("DELETE FROM operations WHERE {PRUNABLE}"), values)?;
         Ok(removed as u64)
     }

@@ -167,10 +167,7 @@ impl SqliteStore {
         let inner = self.inner.clone();
         blocking(move || {
             let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
-            let mut tx = match idle {
-                Some(tx) => tx,
-                None => connect(&inner.path)?,
-            };
+            let mut tx = idle.map_or_else(|| connect(&inner.path), Ok)?;
             let result = match snapshot {
                 true => tx
                     .exec("BEGIN", [])
@@ -279,11 +276,11 @@ fn connect(path: &Path) -> Result<SqliteTx, Error> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| db_error(path, e))?;
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .map_err(|e| db_error(path, e))?;
+    let err = |e| db_error(path, e);
+    let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
-        .map_err(|e| db_error(path, e))?;
+        .map_err(err)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(SqliteTx { conn })
 }

@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_usage.sql"),
     include_str!("../migrations/0011_runs.sql"),
     include_str!("../migrations/0012_deleted_sources.sql"),
+    include_str!("../migrations/0013_live_attempt.sql"),
 ];
 
 /// The schema version this build writes.

@@ -213,19 +213,6 @@ pub struct Outcome {
     pub paid: bool,
 }
 
-/// How [`LedgerRows::close_attempt`] ends an attempt.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Close<'a> {
-    /// How it ended.
-    pub outcome: AttemptOutcome,
-    /// Whether it made a paid call (OR'd into what was recorded).
-    pub paid: bool,
-    /// What it tried to publish (replaces what was recorded).
-    pub result: Option<&'a str>,
-    /// Its error (replaces what was recorded).
-    pub error: Option<&'a str>,
-}
-
 /// A phrase to match against the search index: normalized words, each whole or a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phrase {
@@ -460,8 +447,8 @@ pub trait ImportRows: Send {
 /// The idempotency ledger's operations and attempts.
 #[async_trait]
 pub trait LedgerRows: Send {
-    /// Inserts `op` and its first attempt, unless the key has an operation; returns the fence
-    /// it got (one above the key's pruned operations').
+    /// Inserts `op` with its live attempt (in the operation's row), unless the key has an
+    /// operation; returns the fence it got (one above the key's pruned operations').
     async fn insert_operation(
         &mut self,
         tenant: &TenantId,
@@ -479,15 +466,18 @@ pub trait LedgerRows: Send {
     ) -> Result<Option<Operation>, Error> {
         self.operation(tenant, key).await
     }
-    /// Gives the operation to a new holder (`op` as it becomes) and inserts its attempt.
+    /// Gives the operation to a new holder (`op` as it becomes): moves the live attempt into
+    /// the attempts log (one still open ends `lease_lost` at `op.updated_at`) and starts the
+    /// new one in the row.
     async fn take_over(&mut self, tenant: &TenantId, op: &Operation) -> Result<(), Error>;
-    /// Ends the attempt holding `fence`, if it is open or lost its lease.
-    async fn close_attempt(
+    /// Closes the superseded attempt of `fence` as `fenced_out` if it lost its lease, keeping
+    /// what it tried to publish (`outcome`'s result, error and payment).
+    async fn fence_out(
         &mut self,
         tenant: &TenantId,
         key: &str,
         fence: u64,
-        close: &Close<'_>,
+        outcome: &Outcome,
         now: Timestamp,
     ) -> Result<(), Error>;
     /// Extends the lease of the running operation held with `fence`; the record, if it did.
@@ -499,8 +489,8 @@ pub trait LedgerRows: Send {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Option<Operation>, Error>;
-    /// Publishes `outcome` if the operation is running with `fence`, and ends that attempt;
-    /// the record, if it did.
+    /// Publishes `outcome` if the operation is running with `fence`, and ends its live
+    /// attempt (one `UPDATE` of the row); the record, if it did.
     async fn publish(
         &mut self,
         tenant: &TenantId,
@@ -509,7 +499,7 @@ pub trait LedgerRows: Send {
         outcome: &Outcome,
         now: Timestamp,
     ) -> Result<Option<Operation>, Error>;
-    /// The operation's attempts, oldest first.
+    /// The operation's attempts by fence: the superseded ones and the live one.
     async fn attempts(&mut self, tenant: &TenantId, key: &str) -> Result<Vec<Attempt>, Error>;
     /// The tenant's operations, optionally of one status, by key.
     async fn operations(

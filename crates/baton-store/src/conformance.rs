@@ -131,6 +131,7 @@ macro_rules! conformance_tests {
             failures_are_retried_only_when_retryable,
             concurrent_begins_and_takeovers_have_one_winner,
             expired_records_are_pruned_never_reused,
+            the_attempts_log_keeps_every_end_its_time_payment_and_error,
             a_repeated_publish_by_the_publishing_fence_changes_nothing,
             the_ledger_keeps_its_invariants_over_random_interleavings,
             text_with_a_nul_is_refused_alike_everywhere,

@@ -20,12 +20,12 @@
 //!
 //! # Design
 //!
-//! `operations` and `attempts` (schema v7). Every ledger call is one transaction that starts by reading (on PostgreSQL, locking with `FOR UPDATE`) the operation's row, so all check-then-act on one operation is ordered by that row: on SQLite by `BEGIN IMMEDIATE`, on PostgreSQL by the row lock after `INSERT … ON CONFLICT DO NOTHING`; no `SERIALIZABLE` retries.
+//! `operations` and `attempts` (schema v7; since v13 the live attempt, the one holding the current fence, lives in its operation's row and `attempts` keeps only superseded ones: a takeover moves the live attempt there, ended `lease_lost` or as it failed, and starts the new one in the row; [`LedgerStore::operation`] lists both by fence). Every ledger call is one transaction that starts by reading (on PostgreSQL, locking with `FOR UPDATE`) the operation's row, so all check-then-act on one operation is ordered by that row: on SQLite by `BEGIN IMMEDIATE`, on PostgreSQL by the row lock after `INSERT … ON CONFLICT DO NOTHING`; no `SERIALIZABLE` retries.
 //! A fence is issued once per holder (`begin` on a new key gives 1, or one more than the highest fence of the key's pruned operations, which `fence_marks` remembers; each takeover the next), and `heartbeat`/`publish` compare it inside the transaction, so a publish is never made by a worker that lost its lease: its attempt is closed `fenced_out` with what it tried to publish (the attempt that published keeps its record; the same outcome published again by its fence is answered with the record). `ops prune` removes only operations past their retention that no live lease holds, and a heartbeat extends retention to the end of the lease.
 //! Time comes from the caller (`now`): the CLI passes the clock, the tests drive it by hand, so lease expiry is tested without sleeping and the model test (the conformance suite's ledger model, on both backends) explores interleavings of begin, heartbeat, complete, fail and the clock.
 //! The agent's side-effecting tool calls are operations keyed `tool:RUN:TOOL_USE_ID`; their lease is long because nothing takes a tool call over (a running one found on resume is answered "interrupted").
-//! On SQLite both tables are `WITHOUT ROWID`, clustered on their keys, and `begin`/`publish` build the returned record in memory instead of reading it back: an insert is tried before any read in `begin`, and `publish` is a conditional `UPDATE … RETURNING` (`baton-bench`, section 10, measures the pair against a bare insert + update loop).
-//! On PostgreSQL the common paths are one statement each, in autocommit: `begin` on a new key inserts the operation and its first attempt in one `WITH … INSERT` (the attempt's foreign key is checked at the end of the statement), `publish` updates both under the fence in one `WITH … UPDATE`, and `heartbeat` is one conditional `UPDATE`; only the rare paths (a takeover, a fenced-out publish) take a transaction with `FOR UPDATE`. `baton-bench`'s section 11 measures the pair beside `pgbench`'s `simple-update`; and it means a worker paused in the middle of the common path holds no lock. For the rare paths, every baton session sets `idle_in_transaction_session_timeout = 10s` (unless the URL's `options` set it): a paused or stuck process cannot hold an operation's row lock, or a run's, for longer.
+//! The common pair writes one row: `begin` on a new key is one `INSERT` (tried before any read), and `publish` by the current fence one conditional `UPDATE … RETURNING` (`baton-bench`, section 10, measures the pair against a bare insert + update loop). On SQLite both tables are `WITHOUT ROWID`, clustered on their keys.
+//! On PostgreSQL the common paths are one statement each, in autocommit (`begin`, `publish`, and `heartbeat`, one conditional `UPDATE`); only the rare paths (a takeover, a fenced-out publish) take a transaction with `FOR UPDATE`. `baton-bench`'s section 11 measures the pair beside `pgbench`'s `simple-update`; and it means a worker paused in the middle of the common path holds no lock. For the rare paths, every baton session sets `idle_in_transaction_session_timeout = 10s` (unless the URL's `options` set it): a paused or stuck process cannot hold an operation's row lock, or a run's, for longer.
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ use baton_core::key::RequestKey;
 use baton_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, Close, LedgerRows, Outcome};
+use crate::backend::{Backend, LedgerRows, Outcome};
 use crate::history::job;
 use crate::{Error, check_text};
 
@@ -307,12 +307,8 @@ pub fn downstream_key(tenant: &TenantId, key: &str) -> String {
 pub(crate) enum Decision {
     /// Answer with the record as it is.
     Answer,
-    /// Take the lease over: next fence, new owner; `lease_lost` says whether a running
-    /// attempt is closed as having lost its lease.
-    TakeOver {
-        /// Whether the previous holder was still marked running.
-        lease_lost: bool,
-    },
+    /// Take the lease over: next fence, new owner; the previous attempt moves to the log.
+    TakeOver,
 }
 
 /// Decides `begin` on an existing record. A mismatch is checked first by the caller.
@@ -324,12 +320,10 @@ pub(crate) fn decide_begin(op: &Operation, now: Timestamp) -> Decision {
             if live && op.status == OpStatus::Running {
                 Decision::Answer
             } else {
-                Decision::TakeOver {
-                    lease_lost: op.status == OpStatus::Running,
-                }
+                Decision::TakeOver
             }
         }
-        OpStatus::Failed if op.retryable => Decision::TakeOver { lease_lost: false },
+        OpStatus::Failed if op.retryable => Decision::TakeOver,
         OpStatus::Failed => Decision::Answer,
     }
 }
@@ -392,26 +386,15 @@ fn after(now: Timestamp, d: Duration, what: &str) -> Result<Timestamp, Error> {
 /// can lock it. Only a pathological begin-and-prune loop on one key could exhaust it.
 const BEGIN_ATTEMPTS: usize = 64;
 
-/// Ends the attempt of a fence that lost its lease, gives the operation to `owner` with the
-/// next fence, and records the new attempt: the record as it becomes.
+/// Gives the operation to `owner` with the next fence (the attempt it had moves to the log, as
+/// `lease_lost` if it was still running): the record as it becomes.
 async fn take_over(
     tx: &mut impl LedgerRows,
     tenant: &TenantId,
     op: Operation,
     (owner, lease_until): (&str, Timestamp),
-    lease_lost: bool,
     now: Timestamp,
 ) -> Result<Begin, Error> {
-    if lease_lost {
-        let close = Close {
-            outcome: AttemptOutcome::LeaseLost,
-            paid: false,
-            result: None,
-            error: None,
-        };
-        tx.close_attempt(tenant, &op.key, op.fence, &close, now)
-            .await?;
-    }
     let operation = Operation {
         status: OpStatus::Running,
         fence: op.fence + 1,
@@ -430,7 +413,7 @@ async fn take_over(
 }
 
 /// Every ledger call is one write job. Its check-then-act starts at the operation's row: a new
-/// key is one insert (of the operation and its first attempt) that the primary key lets exactly
+/// key is one insert (of the operation, its first attempt in its row) that the primary key lets exactly
 /// one of concurrent `begin`s win; anything else locks the row first (on SQLite the write
 /// transaction is exclusive already), so workers act on one operation one at a time, each
 /// seeing what the one before committed. `heartbeat` and `publish` try their conditional
@@ -484,9 +467,9 @@ impl<B: Backend> LedgerStore for B {
                 }
                 return match decide_begin(&op, now) {
                     Decision::Answer => Ok(answer(op, &new.request_hash)),
-                    Decision::TakeOver { lease_lost } => {
+                    Decision::TakeOver => {
                         let holder = (owner.as_str(), lease_until);
-                        take_over(tx, &tenant, op, holder, lease_lost, now).await
+                        take_over(tx, &tenant, op, holder, now).await
                     }
                 };
             }
@@ -584,13 +567,7 @@ impl<B: Backend> LedgerStore for B {
                 }
             }
             // Kept for audit: what the fenced-out worker tried to publish.
-            let close = Close {
-                outcome: AttemptOutcome::FencedOut,
-                paid,
-                result: outcome.result.as_deref(),
-                error: outcome.error.as_deref(),
-            };
-            tx.close_attempt(&tenant, &key, fence, &close, now).await?;
+            tx.fence_out(&tenant, &key, fence, &outcome, now).await?;
             Ok(Err(Fenced::Out {
                 operation: op,
                 given: fence,

@@ -439,3 +439,42 @@ async fn a_version_10_schema_gets_projects_and_titles_and_can_delete_runs() {
         "{err}"
     );
 }
+
+// issue 16: a version-12 ledger (every attempt in `attempts`) moves its live attempts into the
+// operations' rows and answers as before.
+#[tokio::test]
+async fn a_version_12_ledger_keeps_its_answers_with_the_live_attempt_in_the_row() {
+    use baton_store::conformance::{VERSION_12_LEDGER, the_version_12_ledger_reads_the_same};
+    let schema = TempSchema::new();
+    let raw = schema.raw().await;
+    let migrations = [
+        include_str!("../../migrations/0001_init.sql"),
+        include_str!("../../migrations/0002_search.sql"),
+        include_str!("../../migrations/0003_import.sql"),
+        include_str!("../../migrations/0004_compaction.sql"),
+        include_str!("../../migrations/0005_agent.sql"),
+        include_str!("../../migrations/0006_cache.sql"),
+        include_str!("../../migrations/0007_ledger.sql"),
+        include_str!("../../migrations/0008_api_keys.sql"),
+        include_str!("../../migrations/0009_ledger_by_key.sql"),
+        include_str!("../../migrations/0010_usage.sql"),
+        include_str!("../../migrations/0011_runs.sql"),
+        include_str!("../../migrations/0012_deleted_sources.sql"),
+    ];
+    let hash = format!("'\\x{}'::bytea", "01".repeat(32));
+    raw.batch_execute(&format!(
+        "CREATE SCHEMA \"{0}\"; SET search_path = \"{0}\";
+         CREATE TABLE baton_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL);
+         INSERT INTO baton_schema SELECT v, 0 FROM generate_series(1, 12) v;
+         {1}
+         {2}",
+        schema.name,
+        migrations.join("\n"),
+        VERSION_12_LEDGER.replace("HASH", &hash)
+    ))
+    .await
+    .unwrap();
+    let store = schema.store().await;
+    assert_eq!(store.doctor().await.unwrap().schema_version, 13);
+    the_version_12_ledger_reads_the_same(&store).await;
+}

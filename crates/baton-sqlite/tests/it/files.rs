@@ -371,3 +371,43 @@ async fn a_version_10_file_gets_projects_and_titles_and_can_delete_runs() {
     let err = conn.execute("DELETE FROM history", []).unwrap_err();
     assert!(err.to_string().contains("append-only"), "{err}");
 }
+
+// issue 16: a version-12 ledger (every attempt in `attempts`) moves its live attempts into the
+// operations' rows and answers as before.
+#[tokio::test]
+async fn a_version_12_ledger_keeps_its_answers_with_the_live_attempt_in_the_row() {
+    use baton_store::conformance::{VERSION_12_LEDGER, the_version_12_ledger_reads_the_same};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in [
+            include_str!("../../migrations/0001_init.sql"),
+            include_str!("../../migrations/0002_search.sql"),
+            include_str!("../../migrations/0003_import.sql"),
+            include_str!("../../migrations/0004_compaction.sql"),
+            include_str!("../../migrations/0005_agent.sql"),
+            include_str!("../../migrations/0006_cache.sql"),
+            include_str!("../../migrations/0007_ledger.sql"),
+            include_str!("../../migrations/0008_api_keys.sql"),
+            include_str!("../../migrations/0009_ledger_by_key.sql"),
+            include_str!("../../migrations/0010_usage.sql"),
+            include_str!("../../migrations/0011_runs.sql"),
+            include_str!("../../migrations/0012_deleted_sources.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch("PRAGMA application_id = 1650553966; PRAGMA user_version = 12;")
+            .unwrap();
+        let hash = format!("X'{}'", "01".repeat(32));
+        conn.execute_batch(&VERSION_12_LEDGER.replace("HASH", &hash))
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    the_version_12_ledger_reads_the_same(&store).await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 13);
+}

@@ -478,3 +478,218 @@ pub async fn a_repeated_publish_by_the_publishing_fence_changes_nothing(h: &dyn 
         (Some(AttemptOutcome::Completed), "w", None)
     );
 }
+
+pub async fn the_attempts_log_keeps_every_end_its_time_payment_and_error(h: &dyn Harness) {
+    let store = h.open().await;
+    let ten = tenant("acme");
+    let keep = Duration::from_secs(60);
+    let (s, tn) = (&store, &ten);
+    let begin = move |owner: &'static str, at| async move {
+        let b = s.begin(tn, "k", &hash(1), owner, LEASE, keep, at).await;
+        acquired(b.unwrap()).0
+    };
+    // The first worker fails retryably after a paid call; the second takes the failure over,
+    // then loses its lease to the third.
+    assert_eq!(begin("w1", t(0)).await.fence, 1);
+    let flaky = Publish::Fail {
+        error: "flaky",
+        retryable: true,
+    };
+    store
+        .publish(&ten, "k", 1, flaky, true, t(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(begin("w2", t(3)).await.fence, 2);
+    assert_eq!(begin("w3", t(14)).await.fence, 3);
+    // The second wakes and publishes after a paid call: fenced out, kept for audit.
+    let late = json!({"from": "w2"});
+    fenced_out(
+        store
+            .publish(&ten, "k", 2, Publish::Complete(&late), true, t(15))
+            .await
+            .unwrap(),
+    );
+    let beat = store.heartbeat(&ten, "k", 3, LEASE, t(16)).await.unwrap();
+    assert_eq!(beat.unwrap().lease_expires_at, Some(t(26)));
+    let done = json!({"from": "w3"});
+    store
+        .publish(&ten, "k", 3, Publish::Complete(&done), true, t(17))
+        .await
+        .unwrap()
+        .unwrap();
+    fenced_out(store.heartbeat(&ten, "k", 3, LEASE, t(18)).await.unwrap());
+    let (op, attempts) = store.operation(&ten, "k").await.unwrap().unwrap();
+    assert_eq!(
+        (op.status, op.fence, op.result),
+        (OpStatus::Completed, 3, Some(done))
+    );
+    let attempt = |owner: &str, fence, (started, ended), outcome, result, error: Option<&str>| {
+        crate::Attempt {
+            owner: owner.to_owned(),
+            fence,
+            started_at: t(started),
+            ended_at: Some(t(ended)),
+            outcome: Some(outcome),
+            paid: true,
+            result,
+            error: error.map(str::to_owned),
+        }
+    };
+    assert_eq!(
+        attempts,
+        [
+            attempt("w1", 1, (0, 2), AttemptOutcome::Failed, None, Some("flaky")),
+            attempt(
+                "w2",
+                2,
+                (3, 15),
+                AttemptOutcome::FencedOut,
+                Some(late),
+                None
+            ),
+            attempt("w3", 3, (14, 17), AttemptOutcome::Completed, None, None),
+        ]
+    );
+    // Pruned with its attempts; the key's next operation starts above every old fence.
+    assert_eq!(store.prune_operations(&ten, t(100)).await.unwrap(), 1);
+    assert!(store.operation(&ten, "k").await.unwrap().is_none());
+    assert_eq!(begin("w4", t(101)).await.fence, 4);
+    let (_, attempts) = store.operation(&ten, "k").await.unwrap().unwrap();
+    let seen: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.owner.as_str(), a.fence))
+        .collect();
+    assert_eq!(seen, [("w4", 4)]);
+}
+
+/// Ledger rows as schema version 12 kept them (every attempt in `attempts`), for the backends'
+/// migration tests: `HASH` stands for the blob literal of 32 bytes of 1 (each backend spells it
+/// its own way), flags are `'0'`/`'1'`, which both read as their own type. Tenant `acme`: one
+/// operation running, one completed, one failed retryably, one completed after a fenced-out
+/// attempt, one running after a lost lease.
+pub const VERSION_12_LEDGER: &str = "
+INSERT INTO operations (tenant_id, key, id, request_hash, status, fence, lease_owner,
+    lease_expires_at, result, error, retryable, created_at, updated_at, expires_at) VALUES
+    ('acme', 'running', 'id-1', HASH, 'running', 1, 'w1', 20000, NULL, NULL, '0', 1000, 1000, 900000),
+    ('acme', 'completed', 'id-2', HASH, 'completed', 1, 'w1', NULL, '{\"n\":1}', NULL, '0', 1000, 2000, 900000),
+    ('acme', 'retry', 'id-3', HASH, 'failed', 1, 'w1', NULL, NULL, 'flaky', '1', 1000, 2000, 900000),
+    ('acme', 'fenced', 'id-4', HASH, 'completed', 2, 'w2', NULL, '{\"from\":\"w2\"}', NULL, '0', 1000, 5000, 900000),
+    ('acme', 'lost', 'id-5', HASH, 'running', 2, 'w2', 30000, NULL, NULL, '0', 1000, 3000, 900000);
+INSERT INTO attempts (tenant_id, key, owner, fence, started_at, ended_at, outcome, paid, result,
+    error) VALUES
+    ('acme', 'running', 'w1', 1, 1000, NULL, NULL, '0', NULL, NULL),
+    ('acme', 'completed', 'w1', 1, 1000, 2000, 'completed', '1', NULL, NULL),
+    ('acme', 'retry', 'w1', 1, 1000, 2000, 'failed', '1', NULL, 'flaky'),
+    ('acme', 'fenced', 'w1', 1, 1000, 4500, 'fenced_out', '1', '{\"from\":\"w1\"}', NULL),
+    ('acme', 'fenced', 'w2', 2, 3000, 5000, 'completed', '0', NULL, NULL),
+    ('acme', 'lost', 'w1', 1, 1000, 3000, 'lease_lost', '0', NULL, NULL),
+    ('acme', 'lost', 'w2', 2, 3000, NULL, NULL, '0', NULL, NULL);
+";
+
+/// Checks a store migrated from [`VERSION_12_LEDGER`] answers `operation()` as version 12 did,
+/// and that its operations go on: the running one completes, the lost one is taken over.
+pub async fn the_version_12_ledger_reads_the_same(store: &dyn crate::Store) {
+    use crate::Attempt;
+    let ten = tenant("acme");
+    let ms = Timestamp;
+    let op = |key: &str, status, fence, owner: &str, lease: Option<i64>, updated| Operation {
+        id: String::new(),
+        key: key.to_owned(),
+        request_hash: hash(1),
+        status,
+        fence,
+        lease_owner: Some(owner.to_owned()),
+        lease_expires_at: lease.map(ms),
+        result: None,
+        error: None,
+        retryable: false,
+        created_at: ms(1000),
+        updated_at: ms(updated),
+        expires_at: ms(900_000),
+    };
+    let attempt = |owner: &str, fence, started, ended: Option<i64>, outcome, paid| Attempt {
+        owner: owner.to_owned(),
+        fence,
+        started_at: ms(started),
+        ended_at: ended.map(ms),
+        outcome,
+        paid,
+        result: None,
+        error: None,
+    };
+    use AttemptOutcome::{Completed, Failed, FencedOut, LeaseLost};
+    let expected = [
+        (
+            op("completed", OpStatus::Completed, 1, "w1", None, 2000),
+            vec![attempt("w1", 1, 1000, Some(2000), Some(Completed), true)],
+        ),
+        (
+            op("fenced", OpStatus::Completed, 2, "w2", None, 5000),
+            vec![
+                attempt("w1", 1, 1000, Some(4500), Some(FencedOut), true),
+                attempt("w2", 2, 3000, Some(5000), Some(Completed), false),
+            ],
+        ),
+        (
+            op("lost", OpStatus::Running, 2, "w2", Some(30000), 3000),
+            vec![
+                attempt("w1", 1, 1000, Some(3000), Some(LeaseLost), false),
+                attempt("w2", 2, 3000, None, None, false),
+            ],
+        ),
+        (
+            op("retry", OpStatus::Failed, 1, "w1", None, 2000),
+            vec![attempt("w1", 1, 1000, Some(2000), Some(Failed), true)],
+        ),
+        (
+            op("running", OpStatus::Running, 1, "w1", Some(20000), 1000),
+            vec![attempt("w1", 1, 1000, None, None, false)],
+        ),
+    ];
+    for (n, (mut want, mut attempts)) in expected.into_iter().enumerate() {
+        let key = want.key.clone();
+        want.id = format!("id-{}", [2, 4, 5, 3, 1][n]);
+        match key.as_str() {
+            "completed" => want.result = Some(json!({"n": 1})),
+            "fenced" => {
+                want.result = Some(json!({"from": "w2"}));
+                attempts[0].result = Some(json!({"from": "w1"}));
+            }
+            "retry" => {
+                (want.error, want.retryable) = (Some("flaky".to_owned()), true);
+                attempts[0].error = Some("flaky".to_owned());
+            }
+            _ => {}
+        }
+        let got = store.operation(&ten, &key).await.unwrap();
+        assert_eq!(got, Some((want, attempts)), "{key}");
+    }
+    // The migrated operations go on: the running one completes, the lost one's lease (expired)
+    // is taken over, its attempt moving to the log as lost.
+    let v = json!(2);
+    store
+        .publish(&ten, "running", 1, Publish::Complete(&v), true, ms(6000))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = store
+        .begin(&ten, "lost", &hash(1), "w3", LEASE, KEEP, ms(40000))
+        .await;
+    assert_eq!(acquired(b.unwrap()).0.fence, 3);
+    let (_, a) = store.operation(&ten, "running").await.unwrap().unwrap();
+    assert_eq!(
+        a,
+        [attempt("w1", 1, 1000, Some(6000), Some(Completed), true)]
+    );
+    let (_, a) = store.operation(&ten, "lost").await.unwrap().unwrap();
+    let seen: Vec<_> = a.iter().map(|a| (a.fence, a.ended_at, a.outcome)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, Some(ms(3000)), Some(LeaseLost)),
+            (2, Some(ms(40000)), Some(LeaseLost)),
+            (3, None, None)
+        ]
+    );
+}

@@ -38,12 +38,12 @@ fn begin_decisions() {
     );
     assert_eq!(
         decide_begin(&op(OpStatus::Running, Some(100), false), now),
-        Decision::TakeOver { lease_lost: true },
+        Decision::TakeOver,
         "a lease ending now has expired"
     );
     assert_eq!(
         decide_begin(&op(OpStatus::Failed, None, true), now),
-        Decision::TakeOver { lease_lost: false }
+        Decision::TakeOver
     );
     assert_eq!(
         decide_begin(&op(OpStatus::Failed, None, false), now),

@@ -1,0 +1,26 @@
+-- baton schema, version 13: the live attempt lives in its operation's row.
+--
+-- The attempt holding the operation's current fence is kept in `operations` (its owner is
+-- `lease_owner`, its fence `fence`, its error `error`; it never keeps a result, which is the
+-- operation's), so `begin` on a new key is one insert and a publish one update of one row.
+-- `attempts` keeps only superseded attempts (lease lost, fenced out, failed and taken over):
+-- a takeover moves the live attempt there and starts the new one in the row.
+
+ALTER TABLE operations ADD COLUMN attempt_started_at INTEGER;
+ALTER TABLE operations ADD COLUMN attempt_ended_at INTEGER;
+ALTER TABLE operations ADD COLUMN attempt_outcome TEXT
+    CHECK (attempt_outcome IN ('completed', 'failed', 'lease_lost', 'fenced_out'));
+ALTER TABLE operations ADD COLUMN attempt_paid INTEGER NOT NULL DEFAULT 0
+    CHECK (attempt_paid IN (0, 1));
+
+UPDATE operations SET
+    attempt_started_at = a.started_at,
+    attempt_ended_at = a.ended_at,
+    attempt_outcome = a.outcome,
+    attempt_paid = a.paid
+FROM attempts AS a
+WHERE a.tenant_id = operations.tenant_id AND a.key = operations.key
+  AND a.fence = operations.fence;
+
+DELETE FROM attempts
+WHERE (tenant_id, key, fence) IN (SELECT tenant_id, key, fence FROM operations);
