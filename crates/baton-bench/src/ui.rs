@@ -212,7 +212,7 @@ pub(crate) fn section(
     }
     writeln!(
         out,
-        "  {:<40} first {:>7.1} ms (two replays), then median {:>7.1} ms",
+        "  {:<40} first {:>7.1} ms (two replays side by side), then median {:>7.1} ms",
         "its growth chart (fetched by the page)",
         times[0],
         median(&times[1..])

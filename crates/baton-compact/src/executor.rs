@@ -20,6 +20,7 @@
 //! A decorator wraps the executor to see what it did ([`Logged`](crate::Logged)), like tower's
 //! `Trace<S>` wraps a service.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -43,21 +44,24 @@ use crate::{
 
 /// A run's context as planning reads it: the run, its active summary, the tail after it as
 /// metadata, the pinned seqs and the pinned messages the summary covers.
+///
+/// The tail is borrowed where the target already holds it (replay's run in memory, asked
+/// once per model call) and owned where it was read (a store).
 #[derive(Clone, Debug)]
-pub struct RunState {
+pub struct RunState<'t> {
     /// The run (its status, rules, goal, cleared setting).
     pub run: Run,
     /// The active summary.
     pub summary: Option<Summary>,
     /// The messages after its coverage, as metadata.
-    pub tail: Vec<EntryMeta>,
+    pub tail: Cow<'t, [EntryMeta]>,
     /// The run's pinned seqs.
     pub pins: Vec<Seq>,
     /// The pinned messages the summary covers.
     pub pinned: Vec<Entry>,
 }
 
-impl RunState {
+impl RunState<'_> {
     /// Tokens of the context besides the tail, as context assembly counts them.
     pub fn fixed_tokens(&self) -> u64 {
         assemble_pinned(
@@ -104,7 +108,7 @@ pub trait Target: Send + Sync {
     type Rejection: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static;
 
     /// The run's context as metadata.
-    async fn state(&self) -> Result<RunState, Self::Error>;
+    async fn state(&self) -> Result<RunState<'_>, Self::Error>;
     /// The messages with seq in `from..=through` (to the end without `through`).
     async fn read(&self, from: Seq, through: Option<Seq>) -> Result<Vec<Entry>, Self::Error>;
     /// Installs `version` by compare-and-swap on the run's active summary.
@@ -614,7 +618,7 @@ impl Executor<'_> {
     async fn clear_only<T: Target + ?Sized>(
         &self,
         target: &T,
-        st: &RunState,
+        st: &RunState<'_>,
         cleared: Cleared,
         tokens_before: u64,
         tokens_after: u64,

@@ -37,6 +37,7 @@
 //! # Ok::<(), baton_compact::config::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -226,7 +227,7 @@ impl Target for Memory<'_> {
     type Error = Never;
     type Rejection = Refusal;
 
-    async fn state(&self) -> Result<RunState, Never> {
+    async fn state(&self) -> Result<RunState<'_>, Never> {
         let held = self.held();
         let visible = &self.metas[..held.visible];
         let coverage = held.summary.as_ref().map_or(Seq::ZERO, |s| s.coverage);
@@ -237,7 +238,7 @@ impl Target for Memory<'_> {
         Ok(RunState {
             run,
             summary: held.summary.clone(),
-            tail: visible[start..].to_vec(),
+            tail: Cow::Borrowed(&visible[start..]),
             pins: Vec::new(),
             pinned: Vec::new(),
         })
@@ -464,12 +465,11 @@ fn replay_inner(entries: &[Entry], config: &Replay, cancel: &AtomicBool) -> (Rep
     (report, true)
 }
 
-/// The context the run in memory would send now, clipped to `budget` when given.
-/// A step's context tokens and the working state's part of them. Without a budget to fit
-/// and with no tool results cleared, the context is the preamble (which depends on the summary
-/// only: kept in `fixed_of` until the summary changes) plus the tail's stored counts (from
-/// `prefix`), so no step copies its tail; otherwise the context is assembled. Debug builds
-/// assemble it every time and check the two agree.
+/// A step's context tokens and the working state's part of them. With no tool results
+/// cleared, the context is the preamble (which depends on the summary only: kept in `fixed_of`
+/// until the summary changes) plus the tail's stored counts (from `prefix`), so no step copies
+/// its tail; only a context over `budget` (which [`Context::fit`] clips) or one with cleared
+/// results is assembled. Debug builds assemble it every time and check the two agree.
 fn step_tokens(
     memory: &Memory<'_>,
     entries: &[Entry],
@@ -483,7 +483,7 @@ fn step_tokens(
         (context.tokens, state)
     };
     let held = memory.held();
-    if budget.is_some() || held.cleared.is_some() {
+    if held.cleared.is_some() {
         drop(held);
         return slow(memory);
     }
@@ -508,6 +508,9 @@ fn step_tokens(
     let start = visible.partition_point(|e| e.seq <= coverage);
     drop(held);
     let tokens = preamble + prefix[visible.len()] - prefix[start];
+    if budget.is_some_and(|b| tokens > b) {
+        return slow(memory);
+    }
     debug_assert_eq!(
         (tokens, state),
         slow(memory),
@@ -516,6 +519,7 @@ fn step_tokens(
     (tokens, state)
 }
 
+/// The context the run in memory would send now, clipped to `budget` when given.
 fn context_of(memory: &Memory<'_>, entries: &[Entry], budget: Option<u64>) -> Context {
     let held = memory.held();
     let visible = &entries[..held.visible];

@@ -1,6 +1,6 @@
 //! What a strategy sees: the run's current context as sizes and tool-call ids, never bodies.
 
-use baton_core::units::{ProtocolEvents, ProtocolMap, SafeCut};
+use baton_core::units::{ProtocolMap, SafeCut};
 use baton_core::{Cleared, EntryMeta, Seq, Summary};
 
 use crate::plan::STUB_TOKENS;
@@ -35,8 +35,7 @@ impl<'a> HistoryView<'a> {
         fixed_tokens: u64,
     ) -> Self {
         let start = summary.map_or(Seq::ZERO, |s| s.coverage);
-        let events: Vec<ProtocolEvents> = tail.iter().map(|m| m.events.clone()).collect();
-        let map = ProtocolMap::analyze(start, &events);
+        let map = ProtocolMap::analyze_by(start, tail, |m| &m.events);
         let mut view = HistoryView {
             summary,
             tail,

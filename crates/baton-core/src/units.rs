@@ -147,12 +147,23 @@ impl ProtocolMap {
     /// Analyzes the messages that follow `start` (the coverage already summarized, or
     /// [`Seq::ZERO`]), given in increasing seq order.
     pub fn analyze(start: Seq, window: &[ProtocolEvents]) -> Self {
+        Self::analyze_by(start, window, |e| e)
+    }
+
+    /// [`analyze`](Self::analyze) over any records that carry their events (`events` reads
+    /// them), so a caller holding messages' metadata need not copy their events out first.
+    pub fn analyze_by<'w, T>(
+        start: Seq,
+        window: &'w [T],
+        events: impl Fn(&'w T) -> &'w ProtocolEvents,
+    ) -> Self {
         let n = window.len();
+        let at = |i: usize| events(&window[i]);
         let mut spans: HashMap<&str, Span> = HashMap::new();
         // Ids by first appearance: problems at one seq come out in this order, not the map's.
         let mut order: Vec<&str> = Vec::new();
         let mut problems = Vec::new();
-        for (i, events) in window.iter().enumerate() {
+        for (i, events) in window.iter().map(&events).enumerate() {
             for id in &events.uses {
                 let span = spans.entry(id.as_str()).or_insert_with(|| {
                     order.push(id);
@@ -196,7 +207,7 @@ impl ProtocolMap {
                 (Some(u0), Some(u1), Some(r0), Some(r1)) => {
                     if r0 < u0 {
                         problems.push(Problem::ResultBeforeUse {
-                            seq: window[r0].seq,
+                            seq: at(r0).seq,
                             tool_use_id: (*id).to_owned(),
                         });
                     }
@@ -210,17 +221,17 @@ impl ProtocolMap {
                     // Dangling: the call may not be dropped, its result could still arrive.
                     mark(u0 + 1, n);
                     problems.push(Problem::DanglingUse {
-                        seq: window[u1].seq,
+                        seq: at(u1).seq,
                         tool_use_id: (*id).to_owned(),
                     });
                 }
                 (None, None, Some(_), Some(r1)) => {
                     // Orphan: the result may not be kept.
                     mark(0, r1);
-                    for (i, events) in window.iter().enumerate().take(r1 + 1) {
+                    for (i, events) in window.iter().map(&events).enumerate().take(r1 + 1) {
                         if events.results.iter().any(|r| r == id) {
                             problems.push(Problem::OrphanResult {
-                                seq: window[i].seq,
+                                seq: at(i).seq,
                                 tool_use_id: (*id).to_owned(),
                             });
                         }
@@ -238,7 +249,7 @@ impl ProtocolMap {
 
         let mut seqs = Vec::with_capacity(n + 1);
         seqs.push(start);
-        seqs.extend(window.iter().map(|e| e.seq));
+        seqs.extend(window.iter().map(|e| events(e).seq));
         let mut safe = Vec::with_capacity(n + 1);
         let mut depth = 0i64;
         for d in delta.iter().take(n + 1) {

@@ -15,6 +15,7 @@
 //! [`Error::Invalid`] with a message that names the option, store failures as
 //! [`Error::Store`].
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use baton_cache::report::{self, ToolCall};
@@ -142,14 +143,21 @@ pub async fn usage(
     })
 }
 
+/// Starts loading the tokenizer vocabularies a growth replay counts with, in the background
+/// ([`baton_tokens::preload`]): a server that answers growth reports calls it when it starts,
+/// so the first report does not wait for them.
+pub fn preload() {
+    baton_tokens::preload();
+}
+
 /// A run's growth report, read and ready to replay: [`GrowthJob::prepare`] reads the run
 /// (async), [`GrowthJob::run`] replays it (CPU work that grows with the run: call it where
 /// blocking is fine).
 pub struct GrowthJob {
     run: RunId,
     how: Replay,
-    entries: Vec<Entry>,
-    usage: Vec<RunUsage>,
+    entries: Arc<[Entry]>,
+    usage: Arc<[RunUsage]>,
 }
 
 impl GrowthJob {
@@ -162,6 +170,37 @@ impl GrowthJob {
         strategy: &str,
         budget: Option<u64>,
     ) -> Result<GrowthJob, Error> {
+        let mut how = Self::how(run, strategy, budget)?;
+        let record = store.run(tenant, run).await?;
+        let entries = store.read_range(tenant, run, Seq(1), None).await?;
+        let usage = store.run_report(tenant, run).await?.usage;
+        how.rules = record.rules.clone();
+        how.goal = record.goal.clone();
+        Ok(GrowthJob {
+            run: run.clone(),
+            how,
+            entries: entries.into(),
+            usage: usage.into(),
+        })
+    }
+
+    /// The same run, already read, replayed under another strategy and budget: a report that
+    /// compares strategies reads the run once and may replay them side by side.
+    pub fn also(&self, strategy: &str, budget: Option<u64>) -> Result<GrowthJob, Error> {
+        let mut how = Self::how(&self.run, strategy, budget)?;
+        how.rules = self.how.rules.clone();
+        how.goal = self.how.goal.clone();
+        Ok(GrowthJob {
+            run: self.run.clone(),
+            how,
+            entries: self.entries.clone(),
+            usage: self.usage.clone(),
+        })
+    }
+
+    /// How `strategy` with `budget` replays `run` for a growth report: no probes, the run's
+    /// tokenizer.
+    fn how(run: &RunId, strategy: &str, budget: Option<u64>) -> Result<Replay, Error> {
         let mut config = CompactionConfig::named(strategy);
         if let Some(budget) = budget {
             config = config.with_budget(budget);
@@ -172,19 +211,9 @@ impl GrowthJob {
                 baton_compact::strategies::names().join(", ")
             ))
         })?;
-        let record = store.run(tenant, run).await?;
-        let entries = store.read_range(tenant, run, Seq(1), None).await?;
-        let usage = store.run_report(tenant, run).await?.usage;
-        how.rules = record.rules.clone();
-        how.goal = record.goal.clone();
         how.probes = false;
         how.counter = baton_tokens::counter(baton_tokens::TokenizerChoice::Auto, None);
-        Ok(GrowthJob {
-            run: run.clone(),
-            how,
-            entries,
-            usage,
-        })
+        Ok(how)
     }
 
     /// Replays the run; `None` when `cancel` was set before it finished. A strategy that needs

@@ -124,12 +124,12 @@ impl Target for StoreRun<'_> {
     type Error = baton_store::Error;
     type Rejection = Rejection;
 
-    async fn state(&self) -> Result<RunState, baton_store::Error> {
+    async fn state(&self) -> Result<RunState<'_>, baton_store::Error> {
         let meta = self.store.context_meta(self.tenant, self.run).await?;
         Ok(RunState {
             run: meta.run,
             summary: meta.summary,
-            tail: meta.tail,
+            tail: meta.tail.into(),
             pins: meta.pins,
             pinned: meta.pinned,
         })

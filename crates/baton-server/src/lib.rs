@@ -144,12 +144,15 @@ pub fn app(state: Arc<AppState>) -> Router {
 
 /// Serves `state` on `listener` until `shutdown` resolves, then stops taking connections and
 /// lets the requests in flight finish (each one's store writes are whole or absent). Each
-/// connection lives by the configured timeouts and cap (see `conn`).
+/// connection lives by the configured timeouts and cap (see `conn`). The tokenizer
+/// vocabularies start loading in the background, so the first request that counts with one
+/// does not wait for it.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    baton_reports::preload();
     let served = conn::serve(listener, state.clone(), app(state.clone()), shutdown).await;
     // The requests have finished; their call-log lines may still be queued.
     state.flush_logs().await;

@@ -63,6 +63,24 @@ impl Encoding {
     }
 }
 
+/// Starts loading both vocabularies on a thread of its own and returns at once, so the first
+/// count that needs one does not wait for it. A server calls it when it starts; later calls do
+/// nothing.
+pub fn preload() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let load = || {
+            Encoding::O200k.bpe();
+            Encoding::Cl100k.bpe();
+        };
+        // When no thread can be started, the first count loads its vocabulary, as without
+        // this call.
+        let _ = std::thread::Builder::new()
+            .name("baton-vocabularies".into())
+            .spawn(load);
+    });
+}
+
 /// A [`TokenCounter`] over a tiktoken vocabulary.
 ///
 /// Text is encoded as ordinary text: special-token markers such as `<|endoftext|>` that appear

@@ -80,10 +80,11 @@ pub(crate) struct GrowthKey {
 const GROWTH_MEMO: usize = 64;
 
 impl Ui {
-    /// The dashboard over `store`. A run's growth replay (CPU work that grows with the run:
-    /// about 0.3 s for 5,000 messages) is kept while the run does not grow, so a second look
-    /// costs nothing.
+    /// The dashboard over `store`. A run's growth replay (CPU work that grows with the run)
+    /// is kept while the run does not grow, so a second look costs nothing; the tokenizer
+    /// vocabularies it counts with start loading now, so the first look does not wait for them.
     pub fn new(store: Arc<dyn Store>, open_tenant: Option<TenantId>, prices: PriceTable) -> Self {
+        baton_reports::preload();
         Ui {
             store,
             open_tenant,

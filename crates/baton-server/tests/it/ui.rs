@@ -269,6 +269,41 @@ async fn pages_render_filter_and_link_their_json_twins(backend: Backend) {
     );
     let (status, _) = page(&server, "/ui/runs/fix-login/growth/chart?compare=magic").await;
     assert_eq!(status, 400);
+    // Three strategies replayed side by side: the table keeps the order asked for, and each row
+    // is what the API's report of that strategy alone says.
+    let (status, chart) = page(
+        &server,
+        "/ui/runs/fix-login/growth/chart?strategy=sliding&compare=none,structured",
+    )
+    .await;
+    assert_eq!(status, 200, "{chart}");
+    let mut at = 0;
+    for strategy in ["sliding", "none", "structured"] {
+        let (status, alone) = server
+            .get(&format!("/v1/runs/fix-login/growth?strategy={strategy}"))
+            .await;
+        assert_eq!(status, 200, "{alone}");
+        let thousands = |v: &serde_json::Value| {
+            let digits = v.as_u64().unwrap().to_string();
+            let mut out = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        };
+        let row = format!(
+            r#"<td>{strategy}</td><td class="num">{}</td><td class="num">{}</td>"#,
+            thousands(&alone["full_total"]),
+            thousands(&alone["context_total"])
+        );
+        let found = chart[at..]
+            .find(&row)
+            .unwrap_or_else(|| panic!("{row} after byte {at} of {chart}"));
+        at += found + row.len();
+    }
     let (_, tools) = page(&server, "/ui/duplicates?tools=true").await;
     assert!(tools.contains("grep"), "{tools}");
     let (status, html) = page(&server, "/ui/runs/nope").await;

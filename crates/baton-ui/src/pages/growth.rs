@@ -45,16 +45,28 @@ impl Drop for CancelOnDrop {
     }
 }
 
-async fn replay(job: GrowthJob) -> Result<GrowthReport, Failure> {
+/// Replays `jobs` side by side, one blocking thread each; the reports in the jobs' order.
+async fn replay(jobs: Vec<GrowthJob>) -> Result<Vec<GrowthReport>, Failure> {
     let cancel = Arc::new(AtomicBool::new(false));
     let _guard = CancelOnDrop(cancel.clone());
-    let done = tokio::task::spawn_blocking(move || job.run(&cancel))
-        .await
-        .map_err(|e| Failure::bad(format!("the replay failed: {e}")))?;
-    match done {
-        Some(report) => Ok(report?),
-        None => Err(Failure::bad("the replay was cancelled")),
+    let running: Vec<_> = jobs
+        .into_iter()
+        .map(|job| {
+            let cancel = cancel.clone();
+            tokio::task::spawn_blocking(move || job.run(&cancel))
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(running.len());
+    for done in running {
+        let done = done
+            .await
+            .map_err(|e| Failure::bad(format!("the replay failed: {e}")))?;
+        match done {
+            Some(report) => reports.push(report?),
+            None => return Err(Failure::bad("the replay was cancelled")),
+        }
     }
+    Ok(reports)
 }
 
 /// The strategies a query asks for: the main one first, then those to compare.
@@ -168,24 +180,31 @@ pub async fn chart(
     let run = run_id(&id)?;
     let all = strategies(&q)?;
     let last = ui.store.run(&viewer.tenant, &run).await?.last_seq;
-    let mut reports = Vec::new();
-    for name in &all {
-        let key = crate::GrowthKey {
-            tenant: viewer.tenant.clone(),
-            run: run.clone(),
-            last,
-            strategy: name.clone(),
-            budget: q.budget,
-        };
-        if let Some(found) = ui.growth_memo(&key) {
-            reports.push(found);
-            continue;
+    let key = |strategy: &str| crate::GrowthKey {
+        tenant: viewer.tenant.clone(),
+        run: run.clone(),
+        last,
+        strategy: strategy.to_owned(),
+        budget: q.budget,
+    };
+    let mut reports: Vec<Option<GrowthReport>> =
+        all.iter().map(|name| ui.growth_memo(&key(name))).collect();
+    // What the memo lacks: the run is read once and its strategies replayed side by side.
+    let missing: Vec<usize> = (0..all.len()).filter(|&i| reports[i].is_none()).collect();
+    if let Some(&first) = missing.first() {
+        let read =
+            GrowthJob::prepare(&*ui.store, &viewer.tenant, &run, &all[first], q.budget).await?;
+        let mut jobs = Vec::with_capacity(missing.len());
+        for &i in &missing[1..] {
+            jobs.push(read.also(&all[i], q.budget)?);
         }
-        let job = GrowthJob::prepare(&*ui.store, &viewer.tenant, &run, name, q.budget).await?;
-        let report = replay(job).await?;
-        ui.remember_growth(key, report.clone());
-        reports.push(report);
+        jobs.insert(0, read);
+        for (i, report) in missing.into_iter().zip(replay(jobs).await?) {
+            ui.remember_growth(key(&all[i]), report.clone());
+            reports[i] = Some(report);
+        }
     }
+    let reports: Vec<GrowthReport> = reports.into_iter().flatten().collect();
     let main = &reports[0];
 
     // The provider's figures, per response of this run, in time order.
