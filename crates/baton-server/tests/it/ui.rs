@@ -287,7 +287,7 @@ async fn pages_render_filter_and_link_their_json_twins(backend: Backend) {
             let digits = v.as_u64().unwrap().to_string();
             let mut out = String::new();
             for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
