@@ -215,7 +215,7 @@ pub(crate) fn coverage(last: u64, bands: &[Band], compactions: &[u64], pins: &[u
     }
     html! {
         figure.chart.coverage {
-            svg viewBox={ "0 0 " (WIDTH) " " (height + 4.0) } role="img" aria-label="summary coverage over the run's seqs" {
+            svg viewBox={ "0 0 " (WIDTH) " " (height + 4.0) } role="group" aria-label="summary coverage over the run's seqs; each band links to its version" {
                 (PreEscaped(out))
             }
             figcaption.legend {

@@ -10,11 +10,15 @@ Checks, failing with a message on the first that does not hold:
   JSON) into the page, with the tool call's id in it;
 - the diff of V1 and V2 shows added and dropped claims;
 - activating a version from a page whose active version went stale shows the conflict (409)
-  and the active version is unchanged.
+  and the active version is unchanged;
+- axe-core (vendored, `vendor/axe-core`) finds no serious or critical violation on any page;
+- the keyboard alone reaches a run from the runs table (Tab, Enter), and on a run's timeline
+  opens a tool call and loads its original (Tab, Enter).
 A full-page screenshot of each step is saved in ARTIFACTS.
 """
 
 import json
+import os
 import re
 import sys
 import urllib.request
@@ -50,16 +54,54 @@ def shot(page, name):
     page.screenshot(path=f"{artifacts}/{name}.png", full_page=True)
 
 
+AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendor", "axe-core", "axe-4.14.1.min.js")
+violations = []
+
+
+def audit(page, path):
+    """axe-core's rules on the page as it stands; serious and critical violations are kept."""
+    if page.evaluate("typeof window.axe") == "undefined":
+        page.add_script_tag(path=AXE)
+    found = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
+        ".map(v => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length}x, e.g. ${v.nodes[0].html.slice(0, 160)})`)"
+    )
+    violations.extend(f"{path}: {v}" for v in found)
+
+
 def visit(page, path, name):
     response = page.goto(base + path)
     check(response is not None and response.status == 200, f"{path}: status {response and response.status}")
     page.wait_for_load_state("networkidle")
     shot(page, name)
+    audit(page, path)
+
+
+def focused(page):
+    """What has the keyboard's focus: its tag, classes, href and text."""
+    return page.evaluate(
+        "() => { const e = document.activeElement; return {tag: e.tagName.toLowerCase(),"
+        " cls: e.className || '', href: e.getAttribute('href') || '', text: (e.innerText || '').trim(),"
+        " inRuns: !!e.closest('table.runs tbody'), inCall: !!e.closest('details.tool-call'),"
+        " original: e.matches('button.original')} }"
+    )
+
+
+def tab_until(page, want, what, limit=400):
+    """Presses Tab until `want(focused)` holds; fails after `limit` presses."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        now = focused(page)
+        if want(now):
+            return now
+    fail(f"{limit} presses of Tab never reached {what}")
 
 
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # The dashboard's own scripts come from /ui/assets; bypassing CSP lets the test inject axe.
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
     page.on("console", lambda m: m.type == "error" and errors.append(f"{page.url}: console: {m.text}"))
     page.on("pageerror", lambda e: errors.append(f"{page.url}: script error: {e}"))
 
@@ -85,6 +127,28 @@ with sync_playwright() as p:
     page.locator("#growth-chart svg").wait_for(state="visible", timeout=60_000)
     check("compacted: sliding" in page.locator("#growth-chart").inner_text(), "no sliding line")
     shot(page, "growth-chart")
+    audit(page, f"/ui/runs/{run}/growth (with its chart)")
+    check(not violations, "axe-core: serious or critical violations:\n" + "\n".join(violations))
+
+    # The keyboard alone: from the runs table into a run.
+    visit(page, "/ui/runs", "runs-keyboard")
+    target = tab_until(page, lambda f: f["inRuns"] and f["tag"] == "a", "a link in the runs table")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_load_state("networkidle")
+    check(page.url.endswith(target["href"]), f"Enter on {target} went to {page.url}")
+    # On a timeline: open a tool call and load its original.
+    visit(page, f"/ui/runs/{run}", "run-keyboard")
+    tab_until(page, lambda f: f["inCall"] and f["tag"] == "summary", "a tool call's summary")
+    call = page.locator("details.tool-call:has(summary:focus)")
+    check(call.get_attribute("open") is None, "the tool call was open before Enter")
+    page.keyboard.press("Enter")
+    check(call.get_attribute("open") is not None, "Enter did not open the tool call")
+    tab_until(page, lambda f: f["original"], "an original button")
+    entry = page.locator("article:has(button.original:focus)")
+    page.keyboard.press("Enter")
+    entry.locator("pre.recalled").wait_for(state="visible", timeout=10_000)
+    shot(page, "run-keyboard-original")
 
     # The filters change the rows.
     visit(page, "/ui/runs", "runs-before-filter")

@@ -84,8 +84,8 @@ fn versions_table(run: &RunId, summaries: &[Summary], active: Option<SummaryId>)
                                 td.num { (s.claims.len()) }
                                 td { (s.meta.as_ref().and_then(|m| m.get("strategy")).and_then(|v| v.as_str()).unwrap_or("")) }
                                 td { (when(s.created_at)) }
-                                td { input type="radio" name="from" value=(s.id.0) checked[s.id.0 == older]; }
-                                td { input type="radio" name="to" value=(s.id.0) checked[s.id.0 == newer]; }
+                                td { input type="radio" name="from" value=(s.id.0) checked[s.id.0 == older] aria-label={ "diff from v" (s.id.0) }; }
+                                td { input type="radio" name="to" value=(s.id.0) checked[s.id.0 == newer] aria-label={ "diff to v" (s.id.0) }; }
                                 td {
                                     @if active != Some(s.id) {
                                         button type="submit" form={ "activate-" (s.id.0) } { "Activate" }
