@@ -195,3 +195,29 @@ fn counter_follows_the_choice_and_the_model() {
     assert_eq!(name(Cl100k, Some("gpt-4o")), "cl100k_base");
     assert_eq!(counter(Bytes, None).count_text("abcdefgh"), 2);
 }
+
+#[test]
+fn the_memo_counts_as_the_tokenizer_does_cold_warm_on_other_threads_and_after_a_reset() {
+    // Words that recur, long pieces the memo skips, and more distinct pieces than it holds.
+    let recurring = "fn main() { println!(\"hello, world\"); } // the the the café 👍 ".repeat(50);
+    let long = format!("{} {}", "x".repeat(MEMO_PIECE_BYTES + 7), "é".repeat(40));
+    let distinct: String = (0..MEMO_PIECES + 1000)
+        .map(|i| format!(" w{i:x}q"))
+        .collect();
+    let texts = [
+        recurring.as_str(),
+        long.as_str(),
+        distinct.as_str(),
+        recurring.as_str(),
+    ];
+    let direct = |e: Encoding, t: &str| u32::try_from(e.bpe().count(t)).unwrap();
+    for counter in [O200K, CL100K] {
+        for text in texts {
+            let want = direct(counter.encoding, text);
+            assert_eq!(counter.count_text(text), want, "cold or warm");
+            assert_eq!(counter.count_text(text), want, "warm");
+            let other = std::thread::scope(|s| s.spawn(|| counter.count_text(text)).join());
+            assert_eq!(other.unwrap(), want, "another thread");
+        }
+    }
+}
