@@ -1552,15 +1552,7 @@ fn thousands(value: f64) -> String {
     if !value.is_finite() {
         return format!("{value}");
     }
-    let digits = (value.round() as u64).to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    baton_usage::table::thousands(value.round() as u64)
 }
 
 fn short_count(n: u64) -> String {

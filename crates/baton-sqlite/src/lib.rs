@@ -200,20 +200,18 @@ impl Backend for SqliteStore {
         T: Send + 'static,
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        async move {
-            let (reply, answer) = oneshot::channel();
-            let job: Box<dyn writer::Job> = Box::new(writer::Typed {
-                job: Some(job),
-                result: None,
-                reply,
-            });
-            if let Err(job) = in_place(|| writer::try_inline(&inner.writer, job)) {
-                inner.writer.queue_one();
-                inner.jobs.send(job).map_err(|_| stopped())?;
-            }
-            answer.await.map_err(|_| stopped())?
-        }
+        self.submit(job, true)
+    }
+
+    /// A row's write, when it runs inline, runs on the worker itself: it takes a few
+    /// microseconds, less than `block_in_place`'s hand-off of the worker to another thread
+    /// (which the ledger bench measures: 0.49 → 0.55 of the bare loop with one worker).
+    fn write_row<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        self.submit(job, false)
     }
 
     fn read<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
@@ -230,6 +228,37 @@ impl Backend for SqliteStore {
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         self.on_reader(false, job)
+    }
+}
+
+impl SqliteStore {
+    /// Runs `job` inline when the writer is free (under `block_in_place` when `hand_off`),
+    /// else queues it for the writer thread; the result once its transaction committed.
+    fn submit<T, F>(&self, job: F, hand_off: bool) -> impl Future<Output = Result<T, Error>> + Send
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            let job: Box<dyn writer::Job> = Box::new(writer::Typed {
+                job: Some(job),
+                result: None,
+                reply,
+            });
+            let inline = |job| writer::try_inline(&inner.writer, job);
+            let tried = if hand_off {
+                in_place(|| inline(job))
+            } else {
+                inline(job)
+            };
+            if let Err(job) = tried {
+                inner.writer.queue_one();
+                inner.jobs.send(job).map_err(|_| stopped())?;
+            }
+            answer.await.map_err(|_| stopped())?
+        }
     }
 }
 

@@ -89,6 +89,17 @@ pub trait Backend: Send + Sync + 'static {
         T: Send + 'static,
         F: for<'t> FnOnce(&'t mut Self::Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static;
 
+    /// [`Backend::write`] for a job of a statement or two on single rows (the ledger's, the
+    /// cache's and the flights'): a backend may run it where the caller is, without the
+    /// hand-off a longer write needs. By default, [`Backend::write`].
+    fn write_row<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut Self::Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        self.write(job)
+    }
+
     /// Runs `job` in a read-only transaction: every read in it sees one snapshot.
     fn read<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
     where

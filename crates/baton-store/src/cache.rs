@@ -291,7 +291,7 @@ const CLAIM_ATTEMPTS: usize = 64;
 impl<B: Backend> CacheStore for B {
     async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error> {
         let (tenant, key) = (tenant.clone(), *key);
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             let Some((entry, digest)) = tx.cache_hit(&tenant, &key, Timestamp::now()).await? else {
                 return Ok(Lookup::Miss);
             };
@@ -321,7 +321,7 @@ impl<B: Backend> CacheStore for B {
             hits: 0,
         };
         let tenant = tenant.clone();
-        self.write(job!(|tx| { tx.cache_put(&tenant, &entry, &digest).await }))
+        self.write_row(job!(|tx| { tx.cache_put(&tenant, &entry, &digest).await }))
             .await
     }
 
@@ -343,7 +343,7 @@ impl<B: Backend> CacheStore for B {
         let lease = ttl_millis(lease, "a flight's lease")?;
         check_text("flight owner", Some(owner))?;
         let (tenant, key, owner) = (tenant.clone(), *key, owner.to_owned());
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             for _ in 0..CLAIM_ATTEMPTS {
                 let now = Timestamp::now();
                 let until = later(now, lease);
@@ -387,7 +387,7 @@ impl<B: Backend> CacheStore for B {
     ) -> Result<bool, Error> {
         let lease = ttl_millis(lease, "a flight's lease")?;
         let (tenant, key) = (tenant.clone(), *key);
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             let until = later(Timestamp::now(), lease);
             tx.renew_flight(&tenant, &key, token, until).await
         }))
@@ -401,7 +401,7 @@ impl<B: Backend> CacheStore for B {
         token: u64,
     ) -> Result<bool, Error> {
         let (tenant, key) = (tenant.clone(), *key);
-        self.write(job!(|tx| { tx.release_flight(&tenant, &key, token).await }))
+        self.write_row(job!(|tx| { tx.release_flight(&tenant, &key, token).await }))
             .await
     }
 

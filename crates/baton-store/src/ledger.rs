@@ -449,7 +449,7 @@ impl<B: Backend> LedgerStore for B {
             expires_at: after(now, retention, "a retention")?,
         };
         let (tenant, owner) = (tenant.clone(), owner.to_owned());
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             for _ in 0..BEGIN_ATTEMPTS {
                 // The common case first: a new key is one insert, no read.
                 if let Some(fence) = tx.insert_operation(&tenant, &new).await? {
@@ -493,7 +493,7 @@ impl<B: Backend> LedgerStore for B {
     ) -> Result<Result<Operation, Fenced>, Error> {
         let until = after(now, lease, "a lease")?;
         let (tenant, key) = (tenant.clone(), key.to_owned());
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             if let Some(op) = tx.extend_lease(&tenant, &key, fence, until, now).await? {
                 return Ok(Ok(op));
             }
@@ -541,7 +541,7 @@ impl<B: Backend> LedgerStore for B {
             }
         };
         let (tenant, key) = (tenant.clone(), key.to_owned());
-        self.write(job!(|tx| {
+        self.write_row(job!(|tx| {
             // The common case first: the fence holds, and one conditional update publishes.
             if let Some(op) = tx.publish(&tenant, &key, fence, &outcome, now).await? {
                 return Ok(Ok(op));

@@ -54,17 +54,9 @@ pub(crate) fn page(
     }
 }
 
-/// `n` with thousands separators.
+/// `n` with thousands separators, as the usage tables show it.
 pub(crate) fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    baton_usage::table::thousands(n)
 }
 
 /// Dollars, to the cent (to a tenth of a cent under a dollar).

@@ -86,7 +86,9 @@ pub(crate) fn short_model(model: &str) -> String {
     }
 }
 
-fn thousands(n: u64) -> String {
+/// `n` with a comma between each group of three digits, as ccusage's tables show counts
+/// (`1,234,567`).
+pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {

@@ -283,17 +283,7 @@ async fn pages_render_filter_and_link_their_json_twins(backend: Backend) {
             .get(&format!("/v1/runs/fix-login/growth?strategy={strategy}"))
             .await;
         assert_eq!(status, 200, "{alone}");
-        let thousands = |v: &serde_json::Value| {
-            let digits = v.as_u64().unwrap().to_string();
-            let mut out = String::new();
-            for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
-        };
+        let thousands = |v: &serde_json::Value| baton_usage::table::thousands(v.as_u64().unwrap());
         let row = format!(
             r#"<td>{strategy}</td><td class="num">{}</td><td class="num">{}</td>"#,
             thousands(&alone["full_total"]),
