@@ -282,6 +282,17 @@ impl Transcript {
         }
     }
 
+    /// The key a prompt history gives this session's recovered prompts, for a Claude Code
+    /// session: the run they made is replaced by this one's (`Origin::replaces`).
+    pub fn stand_in_key(&self) -> Option<String> {
+        match (&self.source_session_id, self.format) {
+            (Some(id), Format::ClaudeCode) if self.parent_session_id.is_none() => {
+                Some(format!("{}:{id}", Format::ClaudeCodeHistory.name()))
+            }
+            _ => None,
+        }
+    }
+
     /// The [`source_key`](Self::source_key) of the session this one is a subagent of.
     pub fn parent_key(&self) -> Option<String> {
         self.parent_session_id
@@ -373,6 +384,7 @@ impl Transcript {
             side_branch_messages: self.skipped.side_branch_messages as u64,
             project: self.project.clone(),
             title: self.title.clone(),
+            replaces: self.stand_in_key(),
         };
         let entries = self
             .messages

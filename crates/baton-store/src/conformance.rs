@@ -106,6 +106,7 @@ macro_rules! conformance_tests {
             usage_is_kept_once_per_response_the_larger_copy,
             a_file_is_imported_whole_or_not_at_all,
             subagents_link_to_their_parent_in_either_order,
+            a_sessions_file_replaces_its_untouched_stand_in_in_the_same_import,
             imports_are_isolated_by_tenant,
             source_run_finds_an_imported_source_in_its_tenant,
             concurrent_imports_of_one_source_make_one_run,

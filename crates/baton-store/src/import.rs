@@ -70,6 +70,12 @@ pub struct Origin {
     pub project: Option<String>,
     /// The first instruction the user gave, on one line and cut short (what `runs list` shows).
     pub title: Option<String>,
+    /// The source key of a stand-in this transcript replaces: the run made of a session's
+    /// prompts recovered from a prompt history (`claude-code-history:<session id>`) before the
+    /// session's own file was imported. When that run is still as recovered (no summary, no
+    /// pin, no message but the source's), the import deletes it in its own transaction: one
+    /// session, one run, and the file's run holds every prompt the stand-in did.
+    pub replaces: Option<String>,
 }
 
 /// A compaction the source agent performed, recorded as an event beside the history.
@@ -710,7 +716,10 @@ pub(crate) async fn store<B: Backend>(
             let mut keys: Vec<&str> = file
                 .iter()
                 .flat_map(|(i, _)| {
-                    std::iter::once(&i.origin.source_key).chain(i.origin.parent_key.as_ref())
+                    let o = &i.origin;
+                    std::iter::once(&o.source_key)
+                        .chain(&o.parent_key)
+                        .chain(&o.replaces)
                 })
                 .map(String::as_str)
                 .collect();
@@ -746,11 +755,44 @@ pub(crate) async fn store<B: Backend>(
                     _ => import.entries().len() as u64,
                 };
                 tx.insert_usage(&tenant, pk, &import.usage, kept).await?;
+                if outcome.run().is_some()
+                    && let Some(stand_in) = &import.origin.replaces
+                {
+                    replace(tx, &tenant, stand_in, now).await?;
+                }
                 outcomes.push(outcome);
             }
             Ok(outcomes)
         }))
         .await
+}
+
+/// Deletes the run imported from `stand_in` (see [`Origin::replaces`]) when it is still as it
+/// was imported: no summary, no pin, and no message beyond its source's. One that was worked
+/// on since is kept.
+async fn replace<T: RunRows + ImportRows>(
+    tx: &mut T,
+    tenant: &TenantId,
+    stand_in: &str,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let Some((pk, run)) = tx.source(tenant, stand_in).await? else {
+        return Ok(());
+    };
+    let row = lock(tx, tenant, &run).await?;
+    let held = tx.origin(pk).await?.map_or(0, |o| o.source_messages);
+    if row.active_summary_id.is_some()
+        || row.last_seq.0 != held
+        || !tx.pins(pk).await?.is_empty()
+        || !tx.children(pk).await?.is_empty()
+    {
+        tracing::info!(run = %run, source = stand_in, "kept the run recovered from a prompt history: it was worked on since");
+        return Ok(());
+    }
+    tx.keep_deleted(pk, now).await?;
+    tx.delete_run(pk).await?;
+    tracing::info!(run = %run, source = stand_in, "the session's file replaced the run recovered from a prompt history");
+    Ok(())
 }
 
 /// The text fields of an import's usage records, named for [`check_text`].

@@ -568,3 +568,80 @@ fn import_history_refuses_a_malformed_line_or_a_missing_file_and_stores_nothing(
         .json();
     assert_eq!(ok["history"]["prompts"], 1);
 }
+
+#[test]
+fn a_sessions_file_replaces_the_run_recovered_from_the_history_unless_it_was_worked_on() {
+    let Some(source) = corpus_file(SESSION) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let claude = sb.dir.path().join("dot-claude");
+    let projects = claude.join("projects").join("-p-a");
+    std::fs::create_dir_all(&projects).unwrap();
+    // Two sessions whose files are gone when the history is imported.
+    let history = claude.join("history.jsonl");
+    let lines = [
+        prompt(
+            "fix the failing test",
+            1_759_000_000_000,
+            "/p/a",
+            Some("back-session"),
+        ),
+        prompt(
+            "add a changelog",
+            1_759_000_001_000,
+            "/p/a",
+            Some("pinned-session"),
+        ),
+    ];
+    std::fs::write(&history, format!("{}\n", lines.join("\n"))).unwrap();
+    let h = history.to_str().unwrap();
+    let first = sb.run(&["--json", "import", "--history", h]).ok().json();
+    assert_eq!(first["history"]["created"], 2, "{first}");
+    let recovered = |prompt: &str| -> String {
+        first["history"]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .find(|id| messages(&sb, id)[0]["content"][0]["text"] == prompt)
+            .unwrap_or_else(|| panic!("no run recovered for {prompt:?}"))
+    };
+    let back = recovered("fix the failing test");
+    let pinned = recovered("add a changelog");
+    // The user pins the one prompt of the second: that run was worked on.
+    sb.run(&["pin", &pinned, "1"]).ok();
+
+    // Both files come back (restored from a backup): the corpus session under each id.
+    let text = std::fs::read_to_string(&source).unwrap();
+    for session in ["back-session", "pinned-session"] {
+        let file = projects.join(format!("{session}.jsonl"));
+        std::fs::write(&file, text.replace(SESSION_ID, session)).unwrap();
+        age(&file);
+    }
+    let before = runs(&sb).len();
+    sb.run(&["import", projects.to_str().unwrap()]).ok();
+
+    // The untouched stand-in is gone, its prompts in the file's run; the pinned one stays.
+    let shown = sb.run(&["--json", "runs", "show", &back]);
+    assert_ne!(
+        shown.code, 0,
+        "the stand-in is still there: {}",
+        shown.stdout
+    );
+    assert_eq!(messages(&sb, &pinned).len(), 1);
+    let after = runs(&sb);
+    // Two file runs (and their subagents) were added; one stand-in went.
+    let added_by_one_file = {
+        let other = Sandbox::new();
+        other.run(&["import", source.to_str().unwrap()]).ok();
+        runs(&other).len()
+    };
+    assert_eq!(after.len(), before + 2 * added_by_one_file - 1);
+
+    // The history again: the replaced session is imported from its file, nothing comes back.
+    let again = sb.run(&["--json", "import", "--history", h]).ok().json();
+    assert_eq!(again["history"]["created"], 0, "{again}");
+    assert_eq!(again["history"]["imported"], 2, "{again}");
+    assert_eq!(runs(&sb).len(), after.len());
+}

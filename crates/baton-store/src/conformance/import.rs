@@ -785,3 +785,69 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
     );
     assert_eq!(store.usage(&t, &all).await.unwrap().len(), 5);
 }
+
+pub async fn a_sessions_file_replaces_its_untouched_stand_in_in_the_same_import(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    // Two sessions' prompts recovered from a history, then their files imported.
+    let stand_in = |id: &str| {
+        NewImport::new(
+            None,
+            Origin {
+                format: "claude-code-history".into(),
+                ..origin(&format!("claude-code-history:{id}"))
+            },
+            vec![text(Role::User, "read-only please: what does main do")],
+            vec![],
+        )
+    };
+    let kept = created(import_one(&*store, &t, stand_in("s2"), Reimport::No).await);
+    let gone = created(import_one(&*store, &t, stand_in("s1"), Reimport::No).await);
+    assert!(store.pin(&t, &kept, Seq(1)).await.unwrap(), "worked on");
+    let file = |id: &str| {
+        let mut import = import_of(&format!("claude-code:{id}"), session(0), vec![]);
+        import.origin.replaces = Some(format!("claude-code-history:{id}"));
+        import
+    };
+    let outcomes = store
+        .import(&t, vec![file("s1"), file("s2")], Reimport::No)
+        .await
+        .unwrap();
+    assert!(outcomes.iter().all(|o| matches!(o, Imported::Created(_))));
+    assert_eq!(
+        store
+            .source_run(&t, "claude-code-history:s1")
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(matches!(
+        store.run(&t, &gone).await,
+        Err(Error::RunNotFound { .. })
+    ));
+    assert_eq!(
+        store
+            .source_run(&t, "claude-code-history:s2")
+            .await
+            .unwrap(),
+        Some(kept.clone()),
+        "a pinned stand-in is kept"
+    );
+    assert_eq!(messages(&*store, &t, &kept).await.len(), 1);
+    // Importing the files again changes nothing.
+    let again = store
+        .import(&t, vec![file("s1"), file("s2")], Reimport::No)
+        .await
+        .unwrap();
+    assert!(
+        again.iter().all(|o| matches!(o, Imported::UpToDate(_))),
+        "{again:?}"
+    );
+    assert_eq!(
+        store
+            .source_run(&t, "claude-code-history:s2")
+            .await
+            .unwrap(),
+        Some(kept)
+    );
+}
