@@ -188,7 +188,24 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
                                     | ImportRejection::LastMessageChanged { .. }
                             )
                         );
+                        // Where the first changed message starts, for the formats that say.
+                        let line = match &err {
+                            baton_store::Error::Import(ImportRejection::Diverged {
+                                index,
+                                first: Some(d),
+                                ..
+                            }) => (d.seq.0 as usize)
+                                .checked_sub(1)
+                                .and_then(|k| transcripts.get(*index)?.messages.get(k)?.line)
+                                .map(|line| (d.seq, line)),
+                            _ => None,
+                        };
                         let mut reason = format!("{:#}", anyhow::Error::new(err));
+                        if let Some((seq, line)) = line {
+                            reason.push_str(&format!(
+                                " (message {seq} is on line {line} of the file)"
+                            ));
+                        }
                         if edited {
                             reason.push_str(" (`baton import --as-new` imports it as a new run)");
                         }

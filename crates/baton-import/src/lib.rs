@@ -99,6 +99,9 @@ pub struct ImportedMessage {
     pub timestamp: Option<String>,
     /// The model that wrote it, for assistant messages where the source says.
     pub model: Option<String>,
+    /// The line of the file it starts on (from 1), for the formats written a line per event
+    /// (Claude Code, Codex), so an import that finds it changed can say where.
+    pub line: Option<usize>,
 }
 
 /// A compaction the source agent performed, recorded as an event, not as a message.

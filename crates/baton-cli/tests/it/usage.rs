@@ -366,6 +366,16 @@ fn an_edited_source_is_refused_naming_as_new_which_imports_it_as_a_new_run() {
                 .and_then(|(seq, _)| seq.parse::<u64>().ok())
         });
         let seq = named.unwrap_or_else(|| panic!("no message named: {stderr}"));
+        // And the line of the file it is on: the line that holds the edited words.
+        let line = text
+            .lines()
+            .position(|l| l.contains("mix phx.server doesnt seem to start"))
+            .unwrap()
+            + 1;
+        assert!(
+            stderr.contains(&format!("(message {seq} is on line {line} of the file)")),
+            "line {line}: {stderr}"
+        );
         assert!(
             stderr.contains("doesnt seem to start")
                 && stderr.contains("source now: \"")

@@ -338,6 +338,7 @@ impl Session {
             message,
             timestamp: self.timestamp.take(),
             model,
+            line: None,
         });
     }
 

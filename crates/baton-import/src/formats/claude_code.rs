@@ -287,6 +287,8 @@ enum Kind {
 
 /// One line of the file that has a JSON object.
 struct Line<'a> {
+    /// Its line in the file (from 1).
+    no: usize,
     kind: Kind,
     uuid: Option<Cow<'a, str>>,
     /// `parentUuid`, or a boundary's `logicalParentUuid`.
@@ -643,6 +645,7 @@ impl File<'_, '_> {
                     message: message.clone(),
                     timestamp,
                     model: line.model.clone().filter(|m| m != "<synthetic>"),
+                    line: Some(line.no),
                 },
                 line: i,
                 response: line.response_id.clone(),
@@ -760,6 +763,7 @@ impl File<'_, '_> {
                         message: Message::text(Role::User, text.trim()),
                         timestamp: lines[at].timestamp.as_deref().map(str::to_owned),
                         model: None,
+                        line: Some(lines[enqueued].no),
                     },
                     line: at,
                     response: None,
@@ -1135,6 +1139,7 @@ fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
             })
         });
     Ok(Line {
+        no,
         kind,
         uuid: raw.uuid.0,
         parent,

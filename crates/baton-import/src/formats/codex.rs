@@ -235,6 +235,7 @@ impl Builder {
             message,
             timestamp: line.timestamp.clone(),
             model,
+            line: Some(line.no),
         });
     }
 

@@ -139,6 +139,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
             message: Message::text(Role::User, text),
             timestamp,
             model: None,
+            line: None,
         });
     }
     for (index, t) in out.iter_mut().enumerate() {

@@ -147,6 +147,7 @@ pub fn parse(bytes: &[u8], format: Format) -> Result<Vec<Transcript>, Error> {
                     },
                     timestamp: None,
                     model: None,
+                    line: None,
                 });
             }
         }
@@ -164,6 +165,7 @@ pub fn parse(bytes: &[u8], format: Format) -> Result<Vec<Transcript>, Error> {
                 message,
                 timestamp: str_field("timestamp").or_else(|| str_field("created_at")),
                 model,
+                line: None,
             });
         }
         out.push(t);

@@ -211,6 +211,7 @@ fn read_events(events: &[Value], t: &mut Transcript) -> Result<(), String> {
                         message: Message { role, content },
                         timestamp,
                         model: None,
+                        line: None,
                     });
                 }
                 ("system" | "recall", _) => t.skipped.non_message_lines += 1,
@@ -258,6 +259,7 @@ fn read_events(events: &[Value], t: &mut Transcript) -> Result<(), String> {
                         },
                         timestamp,
                         model,
+                        line: None,
                     });
                     if let Some(event_id) = event_id {
                         by_event_id.insert(event_id, id.clone());
@@ -302,6 +304,7 @@ fn read_events(events: &[Value], t: &mut Transcript) -> Result<(), String> {
                 },
                 timestamp,
                 model: None,
+                line: None,
             });
         } else {
             t.skipped.non_message_lines += 1;

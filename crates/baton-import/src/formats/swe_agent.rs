@@ -157,6 +157,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
             message,
             timestamp: None,
             model,
+            line: None,
         });
     }
     Ok(vec![t])
