@@ -131,9 +131,7 @@ impl Bare {
             .collect();
         let mut statements = Vec::new();
         for sql in [
-            format!("INSERT INTO history ({COLUMNS})
-                 SELECT $1, s, t, u, r, $7, m
-                 FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)"),
+            crate::rows::INSERT_HISTORY.to_owned(),
             format!("INSERT INTO history ({COLUMNS}) VALUES {}", rows.join(", ")),
             format!("COPY history ({COLUMNS}) FROM STDIN (FORMAT binary)"),
             format!("INSERT INTO history ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"),

@@ -35,7 +35,7 @@ use baton_store::{CacheEntry, CallRecord, Error};
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::PgTx;
+use crate::{Params, PgTx, ints};
 
 #[async_trait]
 impl CacheRows for PgTx {
@@ -64,13 +64,8 @@ impl CacheRows for PgTx {
     ) -> Result<(), Error> {
         let sql = "DELETE FROM cache_entries
                    WHERE tenant_id = $1 AND key = $2 AND body_sha256 = $3 AND created_at = $4";
-        let params = [
-            &tenant.as_str() as _,
-            &&key.0[..] as _,
-            &digest as _,
-            &created_at.0 as _,
-        ];
-        self.exec(sql, &params).await.map(drop)
+        let params: &Params = &[&tenant.as_str(), &&key.0[..], &digest, &created_at.0];
+        self.exec(sql, params).await
     }
 
     async fn cache_put(
@@ -106,7 +101,7 @@ impl CacheRows for PgTx {
 
     async fn cache_prune(&mut self, tenant: &TenantId, now: Timestamp) -> Result<u64, Error> {
         let sql = "DELETE FROM cache_entries WHERE tenant_id = $1 AND expires_at <= $2";
-        self.exec(sql, &[&tenant.as_str(), &now.0]).await
+        self.changed(sql, &[&tenant.as_str(), &now.0]).await
     }
 
     async fn insert_flight(
@@ -120,14 +115,8 @@ impl CacheRows for PgTx {
         let sql = "INSERT INTO flights (tenant_id, key, owner, token, lease_expires_at, started_at)
                    VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING
                    RETURNING token";
-        let params = [
-            &tenant.as_str() as _,
-            &&key.0[..] as _,
-            &owner as _,
-            &until.0 as _,
-            &now.0 as _,
-        ];
-        self.one(sql, &params, |r| r.count(0, "a flight's token"))
+        let params: &Params = &[&tenant.as_str(), &&key.0[..], &owner, &until.0, &now.0];
+        self.one(sql, params, |r| r.count(0, "a flight's token"))
             .await
     }
 
@@ -146,14 +135,8 @@ impl CacheRows for PgTx {
                    WHERE tenant_id = $1 AND key = $2 AND lease_expires_at <= $5
                    RETURNING token, COALESCE((SELECT g.lease_expires_at FROM flights g
                         WHERE g.tenant_id = $1 AND g.key = $2) <> 0, TRUE)";
-        let params = [
-            &tenant.as_str() as _,
-            &&key.0[..] as _,
-            &owner as _,
-            &until.0 as _,
-            &now.0 as _,
-        ];
-        self.one(sql, &params, |r| {
+        let params: &Params = &[&tenant.as_str(), &&key.0[..], &owner, &until.0, &now.0];
+        self.one(sql, params, |r| {
             Ok((r.count(0, "a flight's token")?, r.flag(1)?))
         })
         .await
@@ -180,13 +163,8 @@ impl CacheRows for PgTx {
     ) -> Result<bool, Error> {
         let sql = "UPDATE flights SET lease_expires_at = $4
                    WHERE tenant_id = $1 AND key = $2 AND token = $3 AND lease_expires_at > 0";
-        let params = [
-            &tenant.as_str() as _,
-            &&key.0[..] as _,
-            &int(token)? as _,
-            &until.0 as _,
-        ];
-        Ok(self.exec(sql, &params).await? == 1)
+        let params: &Params = &[&tenant.as_str(), &&key.0[..], &int(token)?, &until.0];
+        Ok(self.changed(sql, params).await? == 1)
     }
 
     async fn release_flight(
@@ -216,14 +194,9 @@ impl CacheRows for PgTx {
         tenant: &TenantId,
         records: &[CallRecord],
     ) -> Result<(), Error> {
-        let column = |f: fn(&CallRecord) -> u64| -> Result<Vec<i64>, Error> {
-            records.iter().map(|r| int(f(r))).collect()
-        };
-        let (input, output, latency): (Vec<i64>, Vec<i64>, Vec<i64>) = (
-            column(|r| r.input_tokens)?,
-            column(|r| r.output_tokens)?,
-            column(|r| r.latency_ms)?,
-        );
+        let input = ints(records, |r| r.input_tokens)?;
+        let output = ints(records, |r| r.output_tokens)?;
+        let latency = ints(records, |r| r.latency_ms)?;
         let at: Vec<i64> = records.iter().map(|r| r.at.0).collect();
         let operation: Vec<&str> = records.iter().map(|r| r.operation.as_str()).collect();
         let hash: Vec<&[u8]> = records.iter().map(|r| &r.request_hash.0[..]).collect();
@@ -257,7 +230,6 @@ impl CacheRows for PgTx {
             ],
         )
         .await
-        .map(drop)
     }
 
     async fn calls(
@@ -291,7 +263,7 @@ impl KeyRows for PgTx {
             &new.label as _,
             &new.now.0 as _,
         ];
-        Ok(self.exec(sql, &params).await? == 1)
+        Ok(self.changed(sql, &params).await? == 1)
     }
 
     async fn key(&mut self, hash: &KeyHash) -> Result<Option<ApiKey>, Error> {
@@ -313,7 +285,7 @@ impl KeyRows for PgTx {
         };
         let sql = "UPDATE api_keys SET revoked_at = $3
                    WHERE revoked_at IS NULL AND (id = $1::text OR tenant_id = $2::text)";
-        self.exec(sql, &[&id, &tenant, &now.0]).await
+        self.changed(sql, &[&id, &tenant, &now.0]).await
     }
 }
 

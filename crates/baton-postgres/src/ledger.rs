@@ -15,7 +15,7 @@ use baton_core::{TenantId, Timestamp};
 use baton_store::backend::{LedgerRows, Outcome, Row, int, lookup};
 use baton_store::{Attempt, Error, OpStatus, Operation};
 
-use crate::PgTx;
+use crate::{Params, PgTx};
 
 /// The columns [`Row::operation`] reads, in its order (a macro so statements can `concat!` it).
 macro_rules! operation {
@@ -24,6 +24,13 @@ macro_rules! operation {
          retryable, created_at, updated_at, expires_at"
     };
 }
+
+/// The operation of a key.
+const OPERATION: &str = concat!(
+    "SELECT ",
+    operation!(),
+    " FROM operations WHERE tenant_id = $1 AND key = $2"
+);
 
 /// Closes the superseded attempt of fence `$3` that lost its lease as fenced out, keeping what
 /// it tried to publish.
@@ -65,12 +72,7 @@ impl LedgerRows for PgTx {
         tenant: &TenantId,
         key: &str,
     ) -> Result<Option<Operation>, Error> {
-        let sql = concat!(
-            "SELECT ",
-            operation!(),
-            " FROM operations WHERE tenant_id = $1 AND key = $2"
-        );
-        self.one(sql, &[&tenant.as_str(), &key], |r| r.operation())
+        self.one(OPERATION, &[&tenant.as_str(), &key], |r| r.operation())
             .await
     }
 
@@ -80,12 +82,8 @@ impl LedgerRows for PgTx {
         key: &str,
     ) -> Result<Option<Operation>, Error> {
         self.begin().await?;
-        let sql = concat!(
-            "SELECT ",
-            operation!(),
-            " FROM operations WHERE tenant_id = $1 AND key = $2 FOR UPDATE"
-        );
-        self.one(sql, &[&tenant.as_str(), &key], |r| r.operation())
+        let sql = format!("{OPERATION} FOR UPDATE");
+        self.one(&sql, &[&tenant.as_str(), &key], |r| r.operation())
             .await
     }
 
@@ -113,7 +111,7 @@ impl LedgerRows for PgTx {
             &op.lease_expires_at.map(|t| t.0) as _,
             &op.updated_at.0 as _,
         ];
-        self.exec(sql, &params).await.map(drop)
+        self.exec(sql, &params).await
     }
 
     async fn fence_out(
@@ -134,7 +132,7 @@ impl LedgerRows for PgTx {
             &outcome.result as _,
             &outcome.error as _,
         ];
-        self.exec(FENCE_OUT, &params).await.map(drop)
+        self.exec(FENCE_OUT, &params).await
     }
 
     async fn extend_lease(
@@ -152,14 +150,8 @@ impl LedgerRows for PgTx {
              RETURNING ",
             operation!()
         );
-        let params = [
-            &tenant.as_str() as _,
-            &key as _,
-            &until.0 as _,
-            &now.0 as _,
-            &lookup(fence) as _,
-        ];
-        self.one(sql, &params, |r| r.operation()).await
+        let params: &Params = &[&tenant.as_str(), &key, &until.0, &now.0, &lookup(fence)];
+        self.one(sql, params, |r| r.operation()).await
     }
 
     async fn publish(

@@ -45,7 +45,7 @@ use std::time::Duration;
 use baton_core::TenantId;
 use baton_core::key::RequestKey;
 use baton_store::Error;
-use baton_store::backend::{Backend, BoxFuture};
+use baton_store::backend::{Backend, BoxFuture, int};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::{ToSql, Type};
@@ -104,10 +104,7 @@ pub(crate) fn parse_url(
         url: redact(url),
         detail,
     };
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, query),
-        None => (url, ""),
-    };
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut schema = DEFAULT_SCHEMA.to_owned();
     let mut pool_size = POOL_SIZE;
     let mut kept = Vec::new();
@@ -295,12 +292,9 @@ impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Some(db) = self.0.as_db_error() else {
             write!(f, "{}", self.0)?;
-            let mut source = std::error::Error::source(&self.0);
-            while let Some(cause) = source {
-                write!(f, ": {cause}")?;
-                source = cause.source();
-            }
-            return Ok(());
+            let mut causes =
+                std::iter::successors(std::error::Error::source(&self.0), |e| e.source());
+            return causes.try_for_each(|cause| write!(f, ": {cause}"));
         };
         write!(
             f,
@@ -328,18 +322,13 @@ fn connection_broken(err: &Error) -> bool {
     let Error::Backend(inner) = err else {
         return false;
     };
-    let Some(PgError(pg)) = inner.downcast_ref::<PgError>() else {
-        return false;
-    };
-    if pg.is_closed() {
-        return true;
-    }
-    match pg.as_db_error() {
-        Some(db) => {
-            matches!(db.severity(), "FATAL" | "PANIC") || db.code().code().starts_with("57P")
-        }
-        None => true, // an I/O or protocol failure, not an SQL error
-    }
+    inner.downcast_ref::<PgError>().is_some_and(|PgError(pg)| {
+        // No SQL error (`None`): an I/O or protocol failure.
+        pg.is_closed()
+            || pg.as_db_error().is_none_or(|db| {
+                matches!(db.severity(), "FATAL" | "PANIC") || db.code().code().starts_with("57P")
+            })
+    })
 }
 
 impl PgStore {
@@ -358,26 +347,21 @@ impl PgStore {
             schema: self.schema.clone(),
             channel: self.flights.channel.clone(),
         };
-        let result = match snapshot {
-            true => {
-                tx.start("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    .await
+        let result = async {
+            if snapshot {
+                let sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+                tx.batch(sql, true).await?;
             }
-            false => Ok(()),
-        };
+            job(&mut tx).await
+        }
+        .await;
         let result = match result {
-            Ok(()) => job(&mut tx).await,
-            Err(e) => Err(e),
-        };
-        let result = match result {
-            Ok(value) if tx.begun => tx.end("COMMIT").await.map(|()| value),
-            Ok(value) => Ok(value),
-            Err(e) => {
-                if tx.begun && !connection_broken(&e) {
-                    let _ = tx.end("ROLLBACK").await;
-                }
+            Ok(value) if tx.begun => tx.batch("COMMIT", false).await.map(|()| value),
+            Err(e) if tx.begun && !connection_broken(&e) => {
+                let _ = tx.batch("ROLLBACK", false).await;
                 Err(e)
             }
+            result => result,
         };
         if result.as_ref().err().is_some_and(connection_broken)
             && let Some(client) = tx.client.take()
@@ -452,6 +436,11 @@ impl Drop for PgTx {
 /// A statement's parameters.
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
+/// `f` of every item, as `BIGINT`s (an array parameter).
+fn ints<T>(items: &[T], f: impl Fn(&T) -> u64) -> Result<Vec<i64>, Error> {
+    items.iter().map(|item| int(f(item))).collect()
+}
+
 impl PgTx {
     fn client(&self) -> Result<&Object, Error> {
         self.client.as_ref().ok_or_else(|| Error::Unavailable {
@@ -459,16 +448,10 @@ impl PgTx {
         })
     }
 
-    /// Runs `BEGIN …` (or `COMMIT`, `ROLLBACK`) and notes whether a transaction is open.
-    async fn start(&mut self, sql: &str) -> Result<(), Error> {
+    /// Runs `BEGIN …` (`open`) or `COMMIT`, `ROLLBACK` and notes whether a transaction is open.
+    async fn batch(&mut self, sql: &str, open: bool) -> Result<(), Error> {
         self.client()?.batch_execute(sql).await.map_err(pg)?;
-        self.begun = true;
-        Ok(())
-    }
-
-    async fn end(&mut self, sql: &str) -> Result<(), Error> {
-        self.client()?.batch_execute(sql).await.map_err(pg)?;
-        self.begun = false;
+        self.begun = open;
         Ok(())
     }
 
@@ -476,12 +459,17 @@ impl PgTx {
     async fn begin(&mut self) -> Result<(), Error> {
         match self.begun {
             true => Ok(()),
-            false => self.start("BEGIN").await,
+            false => self.batch("BEGIN", true).await,
         }
     }
 
+    /// Runs one statement.
+    async fn exec(&mut self, sql: &str, params: &Params<'_>) -> Result<(), Error> {
+        self.changed(sql, params).await.map(drop)
+    }
+
     /// Runs one statement; the rows it changed.
-    async fn exec(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, Error> {
+    async fn changed(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, Error> {
         let client = self.client()?;
         let stmt = client.prepare_cached(sql).await.map_err(pg)?;
         client.execute(&stmt, params).await.map_err(pg)
@@ -521,17 +509,11 @@ pub(crate) struct R<'a>(&'a tokio_postgres::Row);
 
 impl baton_store::backend::Row for R<'_> {
     fn int(&self, i: usize) -> Result<Option<i64>, Error> {
-        let column = self.0.columns().get(i).map(|c| c.type_().clone());
-        match column {
-            Some(Type::INT4) => self
-                .0
-                .try_get::<_, Option<i32>>(i)
-                .map(|v| v.map(i64::from)),
-            Some(Type::INT2) => self
-                .0
-                .try_get::<_, Option<i16>>(i)
-                .map(|v| v.map(i64::from)),
-            _ => self.0.try_get(i),
+        let row = self.0;
+        match row.columns().get(i).map(|c| c.type_()) {
+            Some(&Type::INT4) => row.try_get::<_, Option<i32>>(i).map(|v| v.map(i64::from)),
+            Some(&Type::INT2) => row.try_get::<_, Option<i16>>(i).map(|v| v.map(i64::from)),
+            _ => row.try_get(i),
         }
         .map_err(pg)
     }

@@ -7,8 +7,9 @@
 
 use baton_store::Error;
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::FromSqlOwned;
 
-use crate::pg;
+use crate::{Params, pg};
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -32,19 +33,21 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The schema version of `schema`, 0 when baton has not created it.
 pub(crate) async fn current_version(c: &impl GenericClient, schema: &str) -> Result<i64, Error> {
-    let has_table: bool = c
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'baton_schema')",
-            &[&schema],
-        )
-        .await
-        .map_err(pg)?
-        .get(0);
-    if !has_table {
+    let sql = "SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'baton_schema')";
+    if !value::<bool>(c, sql, &[&schema]).await? {
         return Ok(0);
     }
     let sql = format!("SELECT COALESCE(MAX(version), 0)::bigint FROM \"{schema}\".baton_schema");
-    Ok(c.query_one(&sql, &[]).await.map_err(pg)?.get(0))
+    value(c, &sql, &[]).await
+}
+
+/// The first column of the one row `sql` returns.
+async fn value<T: FromSqlOwned>(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &Params<'_>,
+) -> Result<T, Error> {
+    Ok(c.query_one(sql, params).await.map_err(pg)?.get(0))
 }
 
 /// Applies the missing migrations; returns the versions applied.
@@ -78,14 +81,8 @@ async fn apply(tx: &deadpool_postgres::Transaction<'_>, schema: &str) -> Result<
     .map_err(pg)?;
     let version = current_version(tx, schema).await?;
     if version == 0 {
-        let foreign: i64 = tx
-            .query_one(
-                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
-                &[&schema],
-            )
-            .await
-            .map_err(pg)?
-            .get(0);
+        let sql = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1";
+        let foreign: i64 = value(tx, sql, &[&schema]).await?;
         if foreign > 0 {
             return Err(Error::NotABatonDatabase {
                 path: format!("schema {schema}"),

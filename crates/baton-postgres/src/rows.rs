@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use baton_core::units::ProtocolEvents;
-use baton_core::usage::{Usage, UsageRecord};
+use baton_core::usage::UsageRecord;
 use baton_core::{Cleared, Entry, EntryMeta, Run, RunId, RunStatus, Seq, Summary, SummaryId};
 use baton_core::{TenantId, Timestamp};
 use baton_store::backend::{
@@ -18,7 +18,7 @@ use baton_store::import::{
 use baton_store::runs::ListedRun;
 use baton_store::{Constraint, Error, ImportUsage, SearchRow, StoredUsage, UsageQuery};
 
-use crate::PgTx;
+use crate::{Params, PgTx, ints};
 
 const RUN: &str = "SELECT id, tenant_id, status, goal, rules, active_summary_id, last_seq,
     created_at, cleared_through, cleared_min_tokens, pk FROM runs";
@@ -27,15 +27,22 @@ const RUN_ROW: &str =
 const SUMMARY: &str = "SELECT s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at, s.meta
     FROM summaries s JOIN runs r ON r.pk = s.run_pk";
 const ENTRY: &str = "SELECT seq, tokens, created_at, message FROM history";
+/// Appends a batch of history rows (`$1` the run, `$7` the time, `$2` to `$6` the arrays of
+/// seqs, tokens, tool uses, tool results and messages); the bench's bare baseline runs it too.
+pub(crate) const INSERT_HISTORY: &str =
+    "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
+     SELECT $1, s, t, u, r, $7, m
+     FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)";
+/// The columns [`Row::run_usage`] reads, summed over a group of usage records.
+const USAGE: &str = "SELECT model, estimated, COUNT(*), SUM(input)::bigint, SUM(output)::bigint,
+    SUM(cache_write_5m)::bigint, SUM(cache_write_1h)::bigint, SUM(cache_read)::bigint";
 
 #[async_trait]
 impl RunRows for PgTx {
     async fn tenant_exists(&mut self, tenant: &TenantId) -> Result<bool, Error> {
         let sql = "SELECT 1 FROM tenants WHERE id = $1";
-        Ok(self
-            .one(sql, &[&tenant.as_str()], |_| Ok(()))
-            .await?
-            .is_some())
+        let found = self.one(sql, &[&tenant.as_str()], |_| Ok(())).await?;
+        Ok(found.is_some())
     }
 
     async fn insert_run(
@@ -85,7 +92,7 @@ impl RunRows for PgTx {
 
     async fn set_status(&mut self, run: i64, status: RunStatus) -> Result<(), Error> {
         let sql = "UPDATE runs SET status = $2 WHERE pk = $1";
-        self.exec(sql, &[&run, &status.as_str()]).await.map(drop)
+        self.exec(sql, &[&run, &status.as_str()]).await
     }
 
     async fn insert_entries(
@@ -109,15 +116,10 @@ impl RunRows for PgTx {
         let results: Vec<Option<&str>> =
             entries.iter().map(|e| e.tool_results.as_deref()).collect();
         let messages: Vec<&str> = entries.iter().map(|e| e.message.as_str()).collect();
-        self.exec(
-            "INSERT INTO history (run_pk, seq, tokens, tool_uses, tool_results, created_at, message)
-             SELECT $1, s, t, u, r, $7, m
-             FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[]) AS x(s, t, u, r, m)",
-            &[&run, &seqs, &tokens, &uses, &results, &messages, &now.0],
-        )
-        .await?;
+        let params: &Params = &[&run, &seqs, &tokens, &uses, &results, &messages, &now.0];
+        self.exec(INSERT_HISTORY, params).await?;
         let sql = "UPDATE runs SET last_seq = $1 WHERE pk = $2";
-        self.exec(sql, &[&last, &run]).await.map(drop)
+        self.exec(sql, &[&last, &run]).await
     }
 
     async fn entries(
@@ -217,7 +219,7 @@ impl RunRows for PgTx {
         let sql = "UPDATE runs SET active_summary_id = $1
                    WHERE pk = $2 AND active_summary_id IS NOT DISTINCT FROM $3";
         let expected = expected.map(|e| lookup(e.0));
-        Ok(self.exec(sql, &[&lookup(id.0), &run, &expected]).await? == 1)
+        Ok(self.changed(sql, &[&lookup(id.0), &run, &expected]).await? == 1)
     }
 
     async fn summaries(&mut self, which: Versions<'_>) -> Result<Vec<Summary>, Error> {
@@ -241,24 +243,19 @@ impl RunRows for PgTx {
 
     async fn set_cleared(&mut self, run: i64, cleared: Cleared) -> Result<(), Error> {
         let sql = "UPDATE runs SET cleared_through = $1, cleared_min_tokens = $2 WHERE pk = $3";
-        let through = int(cleared.through.0)?;
-        let params = [
-            &through as _,
-            &i64::from(cleared.min_tokens) as _,
-            &run as _,
-        ];
-        self.exec(sql, &params).await.map(drop)
+        let (through, min_tokens) = (int(cleared.through.0)?, i64::from(cleared.min_tokens));
+        self.exec(sql, &[&through, &min_tokens, &run]).await
     }
 
     async fn pin(&mut self, run: i64, seq: Seq, now: Timestamp) -> Result<bool, Error> {
         let sql = "INSERT INTO pins (run_pk, seq, created_at) VALUES ($1, $2, $3)
                    ON CONFLICT (run_pk, seq) DO NOTHING";
-        Ok(self.exec(sql, &[&run, &int(seq.0)?, &now.0]).await? == 1)
+        Ok(self.changed(sql, &[&run, &int(seq.0)?, &now.0]).await? == 1)
     }
 
     async fn unpin(&mut self, run: i64, seq: Seq) -> Result<bool, Error> {
         let sql = "DELETE FROM pins WHERE run_pk = $1 AND seq = $2";
-        Ok(self.exec(sql, &[&run, &lookup(seq.0)]).await? == 1)
+        Ok(self.changed(sql, &[&run, &lookup(seq.0)]).await? == 1)
     }
 
     async fn pins(&mut self, run: i64) -> Result<Vec<Seq>, Error> {
@@ -281,14 +278,8 @@ impl RunRows for PgTx {
         let sql = "INSERT INTO run_constraints (run_pk, seq, read_only, text, created_at)
                    VALUES ($1, $2, $3, $4, $5)";
         let seq = int(c.seq.0)?;
-        let params = [
-            &run as _,
-            &seq as _,
-            &c.read_only as _,
-            &c.text as _,
-            &c.created_at.0 as _,
-        ];
-        self.exec(sql, &params).await.map(drop)
+        self.exec(sql, &[&run, &seq, &c.read_only, &c.text, &c.created_at.0])
+            .await
     }
 
     async fn constraints(&mut self, run: i64) -> Result<Vec<Constraint>, Error> {
@@ -300,7 +291,7 @@ impl RunRows for PgTx {
     async fn start_tool(&mut self, run: i64, id: &str, now: Timestamp) -> Result<bool, Error> {
         let sql = "INSERT INTO tool_runs (run_pk, tool_use_id, started_at) VALUES ($1, $2, $3)
                    ON CONFLICT (run_pk, tool_use_id) DO NOTHING";
-        Ok(self.exec(sql, &[&run, &id, &now.0]).await? == 1)
+        Ok(self.changed(sql, &[&run, &id, &now.0]).await? == 1)
     }
 
     async fn started_tools(&mut self, run: i64) -> Result<Vec<String>, Error> {
@@ -350,11 +341,11 @@ impl RunRows for PgTx {
         )
         .await?;
         let sql = "UPDATE search_progress SET indexed_through = $1 WHERE run_pk = $2";
-        self.exec(sql, &[&int(through.0)?, &run]).await.map(drop)
+        self.exec(sql, &[&int(through.0)?, &run]).await
     }
 
     async fn search(&mut self, run: i64, phrase: &Phrase) -> Result<Vec<Entry>, Error> {
-        let (query, kind) = (tsquery(phrase), phrase.kind.map(|k| k.as_str()));
+        let ((query, kind), limit) = (tsquery(phrase), lookup(phrase.limit));
         let sql = format!(
             "{ENTRY} WHERE run_pk = $1 AND seq IN (
                  SELECT seq FROM history_search
@@ -362,13 +353,8 @@ impl RunRows for PgTx {
                    AND ($3::text IS NULL OR kind = $3::text))
              ORDER BY seq LIMIT $4"
         );
-        let params = [
-            &run as _,
-            &query as _,
-            &kind as _,
-            &lookup(phrase.limit) as _,
-        ];
-        self.all(&sql, &params, |r| r.entry()).await
+        self.all(&sql, &[&run, &query, &kind, &limit], |r| r.entry())
+            .await
     }
 
     async fn search_tenant(
@@ -377,18 +363,12 @@ impl RunRows for PgTx {
         phrase: &Phrase,
         cap: u64,
     ) -> Result<Vec<(RunId, Seq)>, Error> {
-        let (query, kind) = (tsquery(phrase), phrase.kind.map(|k| k.as_str()));
+        let ((query, kind), cap) = (tsquery(phrase), lookup(cap));
         let sql = "SELECT r.id, s.seq FROM history_search s JOIN runs r ON r.pk = s.run_pk
              WHERE r.tenant_id = $1 AND s.tsv @@ to_tsquery('simple', $2::text)
                AND ($3::text IS NULL OR s.kind = $3::text)
              LIMIT $4";
-        let params = [
-            &tenant.as_str() as _,
-            &query as _,
-            &kind as _,
-            &lookup(cap) as _,
-        ];
-        self.all(sql, &params, |r| {
+        self.all(sql, &[&tenant.as_str(), &query, &kind, &cap], |r| {
             Ok((RunId::new(r.text_at(0)?)?, r.seq(1)?))
         })
         .await
@@ -433,9 +413,8 @@ impl RunRows for PgTx {
 
     async fn delete_run(&mut self, run: i64) -> Result<u64, Error> {
         self.begin().await?;
-        self.exec("INSERT INTO run_deletions (run_pk) VALUES ($1)", &[&run])
-            .await?;
         for sql in [
+            "INSERT INTO run_deletions (run_pk) VALUES ($1)",
             "DELETE FROM history_search WHERE run_pk = $1",
             "DELETE FROM search_progress WHERE run_pk = $1",
             "DELETE FROM pins WHERE run_pk = $1",
@@ -451,7 +430,7 @@ impl RunRows for PgTx {
             self.exec(sql, &[&run]).await?;
         }
         let messages = self
-            .exec("DELETE FROM history WHERE run_pk = $1", &[&run])
+            .changed("DELETE FROM history WHERE run_pk = $1", &[&run])
             .await?;
         self.exec("DELETE FROM runs WHERE pk = $1", &[&run]).await?;
         self.exec("DELETE FROM run_deletions WHERE run_pk = $1", &[&run])
@@ -476,7 +455,6 @@ impl ImportRows for PgTx {
             &[&keys],
         )
         .await
-        .map(drop)
     }
 
     async fn source(
@@ -499,7 +477,7 @@ impl ImportRows for PgTx {
                    FROM run_origins o JOIN runs r ON r.pk = o.run_pk WHERE o.run_pk = $1
                    ON CONFLICT (tenant_id, source_key) DO UPDATE
                    SET run_id = excluded.run_id, deleted_at = excluded.deleted_at";
-        self.exec(sql, &[&run, &at.0]).await.map(drop)
+        self.exec(sql, &[&run, &at.0]).await
     }
 
     async fn deleted_source(
@@ -518,9 +496,7 @@ impl ImportRows for PgTx {
 
     async fn restore_source(&mut self, tenant: &TenantId, source_key: &str) -> Result<(), Error> {
         let sql = "DELETE FROM deleted_sources WHERE tenant_id = $1 AND source_key = $2";
-        self.exec(sql, &[&tenant.as_str(), &source_key])
-            .await
-            .map(drop)
+        self.exec(sql, &[&tenant.as_str(), &source_key]).await
     }
 
     async fn stored_source(&mut self, run: i64) -> Result<(u64, Digest, u64), Error> {
@@ -561,7 +537,6 @@ impl ImportRows for PgTx {
             &[&run, &tenant.as_str(), &o.source_key],
         )
         .await
-        .map(drop)
     }
 
     async fn update_origin(&mut self, run: i64, new: &NewOrigin<'_>) -> Result<(), Error> {
@@ -578,7 +553,6 @@ impl ImportRows for PgTx {
             ],
         )
         .await
-        .map(drop)
     }
 
     async fn insert_compactions(
@@ -604,7 +578,6 @@ impl ImportRows for PgTx {
             &[&run, &ordinals, &afters, &summaries, &ats],
         )
         .await
-        .map(drop)
     }
 
     async fn origin(&mut self, run: i64) -> Result<Option<RunOrigin>, Error> {
@@ -642,14 +615,11 @@ impl ImportRows for PgTx {
             records.iter().map(|r| r.response_id.as_deref()).collect();
         let requests: Vec<Option<&str>> = records.iter().map(|r| r.request_id.as_deref()).collect();
         let at: Vec<Option<i64>> = records.iter().map(|r| r.at.map(|t| t.0)).collect();
-        let count = |f: fn(&Usage) -> u64| -> Result<Vec<i64>, Error> {
-            records.iter().map(|r| int(f(&r.usage))).collect()
-        };
-        let input = count(|u| u.input)?;
-        let output = count(|u| u.output)?;
-        let write_5m = count(|u| u.cache_write_5m)?;
-        let write_1h = count(|u| u.cache_write_1h)?;
-        let read = count(|u| u.cache_read)?;
+        let input = ints(&records, |r| r.usage.input)?;
+        let output = ints(&records, |r| r.usage.output)?;
+        let write_5m = ints(&records, |r| r.usage.cache_write_5m)?;
+        let write_1h = ints(&records, |r| r.usage.cache_write_1h)?;
+        let read = ints(&records, |r| r.usage.cache_read)?;
         let estimated: Vec<bool> = records.iter().map(|r| r.estimated).collect();
         // One row per id within the statement too (ON CONFLICT may touch a row only once): the
         // larger copy, as across imports.
@@ -694,25 +664,21 @@ impl ImportRows for PgTx {
             ],
         )
         .await
-        .map(drop)
     }
 
     async fn run_usage(&mut self, run: i64) -> Result<Vec<RunUsage>, Error> {
-        let sql = "SELECT model, estimated, COUNT(*), SUM(input)::bigint, SUM(output)::bigint,
-                SUM(cache_write_5m)::bigint, SUM(cache_write_1h)::bigint,
-                SUM(cache_read)::bigint
-            FROM usage_records WHERE run_pk = $1
-            GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated";
-        self.all(sql, &[&run], |r| r.run_usage()).await
+        let sql = format!(
+            "{USAGE} FROM usage_records WHERE run_pk = $1
+             GROUP BY model, estimated ORDER BY model NULLS FIRST, estimated"
+        );
+        self.all(&sql, &[&run], |r| r.run_usage()).await
     }
 
     async fn usage_by_run(&mut self, tenant: &TenantId) -> Result<Vec<(i64, RunUsage)>, Error> {
-        let sql = "SELECT model, estimated, COUNT(*), SUM(input)::bigint, SUM(output)::bigint,
-                SUM(cache_write_5m)::bigint, SUM(cache_write_1h)::bigint,
-                SUM(cache_read)::bigint, run_pk
-            FROM usage_records WHERE tenant_id = $1
-            GROUP BY run_pk, model, estimated";
-        self.all(sql, &[&tenant.as_str()], |r| {
+        let sql = format!(
+            "{USAGE}, run_pk FROM usage_records WHERE tenant_id = $1 GROUP BY run_pk, model, estimated"
+        );
+        self.all(&sql, &[&tenant.as_str()], |r| {
             Ok((r.int_at(8)?, r.run_usage()?))
         })
         .await
@@ -754,8 +720,9 @@ fn counts(new: &NewOrigin<'_>) -> Result<Vec<i64>, Error> {
     .collect()
 }
 
-/// A tsquery of the words in order (`<->`), each quoted and marked `:*` when it is a prefix:
-/// `'src' <-> 'mai':*`.
-fn tsquery(phrase: &Phrase) -> String {
-    phrase.render("'", ":*", " <-> ")
+/// A tsquery of the words in order (`<->`), each quoted and marked `:*` when it is a prefix
+/// (`'src' <-> 'mai':*`), and the kind of row the phrase is limited to.
+fn tsquery(phrase: &Phrase) -> (String, Option<&'static str>) {
+    let kind = phrase.kind.map(|k| k.as_str());
+    (phrase.render("'", ":*", " <-> "), kind)
 }
