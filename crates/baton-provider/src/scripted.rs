@@ -117,6 +117,8 @@ pub struct RecordedRequest {
     pub query: Option<String>,
     /// Its body as JSON, or as a JSON string holding the raw text when it was not JSON.
     pub body: Value,
+    /// Its body as sent, byte for byte (lossily UTF-8), for tests of what a proxy changed.
+    pub text: String,
     /// Its headers, names lowercase, except those that may hold a secret (`authorization`,
     /// `x-api-key`, cookies, and any whose name mentions a key, token or secret).
     pub headers: BTreeMap<String, String>,
@@ -683,6 +685,7 @@ impl Shared {
             body: value
                 .clone()
                 .unwrap_or_else(|| Value::String(String::from_utf8_lossy(body).into_owned())),
+            text: String::from_utf8_lossy(body).into_owned(),
             headers: kept,
             auth,
         });

@@ -109,16 +109,15 @@
 //!
 //! # Seams
 //!
-//! Capturing a conversation as a run (`gateway::capture`, issue 18 item 5) starts in `run` once
-//! the answer is complete. Managed context (item 6) belongs there too: the request is at hand
-//! as JSON (`Call::value`, readable with
-//! `baton_wire::{anthropic, openai, responses}::parse_request`), and the answer as the
-//! [`baton_cache::Answered`] value once it is complete (its usage split in `usage`), whether it
-//! was executed, a hit or coalesced; a rewritten request is another `Call` with another body
-//! and so another cache key.
+//! Capturing a conversation as a run ([`capture`]) starts in `run` once the answer is
+//! complete, from the client's own request (`Call::original` when the call was rewritten).
+//! Managed context ([`managed`]) runs before the call: `gateway` asks it for the call to send
+//! (another `Call`, with another body and so another cache key) and falls back to the client's
+//! own when the upstream refuses the rewrite.
 
 pub(crate) mod capture;
 mod idempotency;
+pub(crate) mod managed;
 pub(crate) mod relay;
 mod upstream;
 
@@ -299,6 +298,11 @@ pub(crate) struct Call {
     /// Whether the call is captured as a run, and the run `x-baton-run` named
     /// ([`capture`]).
     capture: Option<Option<baton_core::RunId>>,
+    /// The managed-context policy the client asked for ([`managed`]).
+    context: Option<managed::Policy>,
+    /// The client's own request, when this call sends a managed context instead: the one
+    /// captured, since the run keeps the conversation as the client holds it.
+    original: Option<Value>,
 }
 
 impl Call {
@@ -324,15 +328,43 @@ async fn gateway(
         Ok(prepared) => prepared,
         Err(problem) => return problem.into_response(),
     };
+    let (sent, mut report) = match &call.context {
+        Some(policy) => {
+            let (rewritten, report) = managed::apply(&call, policy).await;
+            (rewritten.unwrap_or_else(|| call.clone()), Some(report))
+        }
+        None => (call.clone(), None),
+    };
     let idempotency = match key {
-        Some(key) => match Idempotency::begin(&call, &key).await {
+        Some(key) => match Idempotency::begin(&sent, &key).await {
             Ok(Begun::Lease(lease)) => Some(lease),
             Ok(Begun::Replay(response)) => return response,
             Err(problem) => return problem.into_response(),
         },
         None => None,
     };
-    answer(call, idempotency).await
+    let mut response = answer(sent, idempotency).await;
+    if let Some(report) = &mut report {
+        let status = response.status();
+        if report.rewritten() && refused_the_body(status, response.headers()) {
+            // Fail open: the client's own request, once.
+            tracing::warn!(policy = call.context.as_ref().map(|p| p.name), %status, "the upstream refused a managed context; sending the client's request");
+            report.fell_back(status);
+            response = answer(call, None).await;
+        }
+        report.write(response.headers_mut());
+    }
+    response
+}
+
+/// Whether an answer is the upstream's refusal of a request's body: a client error from the
+/// upstream (baton's own errors are problem documents until the vendor-shape layer turns them
+/// into the vendor's) other than the ones about the caller's credential, timing or rate.
+fn refused_the_body(status: StatusCode, headers: &HeaderMap) -> bool {
+    let problem = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    status.is_client_error() && !problem && ![401, 403, 408, 409, 429].contains(&status.as_u16())
 }
 
 /// The upstream URL of `path` for `format`, with the request's query string; 503 naming the
@@ -461,8 +493,11 @@ async fn prepare(
         })?),
         false => None,
     };
+    let context = managed::requested(headers, endpoint, capture.is_some())?;
     let policy = cache_policy(headers);
     let call = Arc::new(Call {
+        context,
+        original: None,
         tenant: tenant.clone(),
         capture,
         cache: state.cache(&tenant),
@@ -654,7 +689,7 @@ async fn run(
             call.tenant.clone(),
             call.endpoint,
             run.clone(),
-            call.value.clone(),
+            call.original.clone().unwrap_or_else(|| call.value.clone()),
             capture::Answer::of(&answered.value),
         ));
     }

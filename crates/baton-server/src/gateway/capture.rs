@@ -160,19 +160,42 @@ async fn capture_inner(
     request: &serde_json::Value,
     answer: &Answer,
 ) -> anyhow::Result<Outcome> {
-    let body = match endpoint {
+    let body = parse(endpoint, request)?;
+    let reply = reply_message(endpoint, answer)?;
+    Ok(store(state, tenant, endpoint, run, body, Some(reply))
+        .await?
+        .0)
+}
+
+/// The conversation of a request of `endpoint`.
+pub(crate) fn parse(
+    endpoint: Endpoint,
+    request: &serde_json::Value,
+) -> anyhow::Result<RequestBody> {
+    Ok(match endpoint {
         Endpoint::Chat => baton_wire::openai::parse_request(request)?,
         Endpoint::Messages => baton_wire::anthropic::parse_request(request)?,
         Endpoint::Responses => baton_wire::responses::parse_request(request)?,
         Endpoint::Embeddings => anyhow::bail!("embeddings are not a conversation"),
-    };
-    let reply = reply_message(endpoint, answer)?;
+    })
+}
+
+/// Stores the request's conversation, and `reply` after it when there is one, in its run (or
+/// the run's branch, see the module docs): what it did, and the run that holds it now.
+pub(crate) async fn store(
+    state: &AppState,
+    tenant: &TenantId,
+    endpoint: Endpoint,
+    run: Option<RunId>,
+    body: RequestBody,
+    reply: Option<Message>,
+) -> anyhow::Result<(Outcome, RunId)> {
     let run = match run {
         Some(run) => run,
         None => derived_run(tenant, &body)?,
     };
     let mut messages = body.messages;
-    messages.push(reply);
+    messages.extend(reply);
     let mut redactions = 0;
     for message in &mut messages {
         redactions += baton_import::redact::redact_message(message);
@@ -206,12 +229,13 @@ async fn capture_inner(
         {
             Ok(done) => {
                 let branched = parent.is_some();
-                return Ok(match done.first() {
+                let outcome = match done.first() {
                     // A run the user deleted stays deleted: nothing stored, as for a repeat.
                     Some(Imported::UpToDate(_) | Imported::Deleted { .. }) => Outcome::Unchanged,
                     _ if branched => Outcome::Branched,
                     _ => Outcome::Stored,
-                });
+                };
+                return Ok((outcome, run));
             }
             Err(Error::Import(ImportRejection::Diverged { first, stored, .. })) => {
                 first.map_or(stored, |d| d.seq.0)

@@ -14,6 +14,7 @@ mod gateway;
 mod gateway_v2;
 mod hardening;
 mod history;
+mod managed;
 mod ops;
 mod reports;
 mod runs;

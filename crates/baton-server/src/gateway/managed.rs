@@ -1,0 +1,533 @@
+//! Managed context (issue 18, item 6): on request, the gateway sends the upstream the run's
+//! assembled context — the working state in place of what it covers, then the conversation's
+//! tail — instead of the client's whole transcript.
+//!
+//! # Asking for it
+//!
+//! `x-baton-context: structured | budget | clear-tool-results | sliding` names the policy (a
+//! compaction strategy that needs no model), `x-baton-context-budget: N` the tokens the
+//! conversation may take before it is compacted (default [`DEFAULT_BUDGET`]). Both are baton's
+//! own headers and are not forwarded. It works on `POST /v1/messages` and
+//! `POST /v1/chat/completions`, and needs capture (the run is where the history lives); on
+//! another route, with `--no-capture` or with a policy it does not know, the request is refused
+//! (400, in the vendor's shape) rather than silently sent whole.
+//!
+//! # What is sent
+//!
+//! Under the budget (byte-estimated tokens of the request's messages), the request goes as the
+//! client sent it. Over it, the request's messages are stored in the run first (what capture
+//! would store), the policy compacts the run as `POST /v1/runs/{id}/compact` would (the
+//! offline summarizer, a new summary version installed by compare-and-swap, nothing of
+//! history changed), and the run's context is read back. The upstream then gets the client's
+//! body with only `messages` changed:
+//!
+//! - for Chat Completions, the client's `system`/`developer` messages first, as sent;
+//! - one user message holding the context's preamble (rules, goal, working state, pinned
+//!   messages), which stands for every message the summary covers;
+//! - the tail: the client's own messages from the first one the context keeps, **byte for
+//!   byte** (thinking and redacted-thinking blocks with their signatures, `server_tool_use`,
+//!   `cache_control` breakpoints and every field baton does not read travel untouched); only a
+//!   tool result the policy cleared is replaced by its stub.
+//!
+//! Every other field (`system`, `tools`, `tool_choice`, `metadata`, …) is copied as its raw
+//! JSON text. So between two compactions each request's upstream body extends the previous one
+//! by its new messages: the prefix is stable and the provider's prompt cache keeps hitting;
+//! a compaction changes the prefix once.
+//!
+//! The rewrite is refused (the request goes whole, and the response says why) when it would
+//! not be smaller, when the run's history is not the request's conversation message for
+//! message (a branch, a run named by `x-baton-run` that holds something else), or when the
+//! kept messages hold a tool result whose call is not among them — checked on the raw JSON,
+//! not with the parser that stored it.
+//!
+//! # Failing open
+//!
+//! When the upstream answers a rewritten request with a client error (4xx other than 401, 403,
+//! 408, 409 and 429, which say nothing about the body), the client's own request is sent once
+//! instead, and the response says so (`x-baton-context-action: fallback`, the upstream's status
+//! in `-reason`); the failure is logged with its policy.
+//!
+//! # What every answer says
+//!
+//! `x-baton-context-policy`, `x-baton-context-action` (`rewritten`, `unchanged` or
+//! `fallback`), `x-baton-context-reason` when unchanged, `x-baton-context-run`,
+//! `x-baton-context-tokens-before` and `-after` (byte-estimated, the unit the budget is in) and
+//! `x-baton-context-summarized: FIRST-LAST` (the seqs the working state stands for).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use baton_compact::Offline;
+use baton_compact::config::CompactionConfig;
+use baton_core::prices::PriceTable;
+use baton_core::{Context, RunId, tokens};
+use baton_runtime::{Compactor, Outcome};
+use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Call, Endpoint, capture};
+use crate::problem::Problem;
+
+/// The request header naming the policy.
+pub const CONTEXT_HEADER: HeaderName = HeaderName::from_static("x-baton-context");
+/// The request header giving the budget, in tokens.
+pub const BUDGET_HEADER: HeaderName = HeaderName::from_static("x-baton-context-budget");
+/// The budget when the request gives none: the issue's replay budget, well inside every
+/// current model's window.
+pub const DEFAULT_BUDGET: u64 = 32_000;
+/// The smallest budget taken: below it the working state alone would not fit.
+pub const MIN_BUDGET: u64 = 1_000;
+/// The policies offered: the strategies that compact without a model.
+pub const POLICIES: [&str; 4] = ["structured", "budget", "clear-tool-results", "sliding"];
+
+/// A request's managed-context policy.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
+    pub(crate) name: &'static str,
+    pub(crate) budget: u64,
+}
+
+/// The policy the request asks for, if any; a problem for one the gateway cannot honour.
+pub(crate) fn requested(
+    headers: &HeaderMap,
+    endpoint: Endpoint,
+    capture: bool,
+) -> Result<Option<Policy>, Problem> {
+    let Some(value) = headers.get(&CONTEXT_HEADER) else {
+        return Ok(None);
+    };
+    let invalid = |detail: String| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-context-policy",
+            "Invalid managed-context request",
+            detail,
+        )
+    };
+    let asked = value.to_str().unwrap_or("").trim();
+    let Some(name) = POLICIES.iter().find(|p| p.eq_ignore_ascii_case(asked)) else {
+        return Err(invalid(format!(
+            "x-baton-context: {asked:?} is not a policy; expected one of {}",
+            POLICIES.join(", ")
+        )));
+    };
+    if !matches!(endpoint, Endpoint::Messages | Endpoint::Chat) {
+        return Err(invalid(format!(
+            "x-baton-context: managed context works on /v1/messages and /v1/chat/completions, not on {}",
+            endpoint.operation()
+        )));
+    }
+    if !capture {
+        return Err(invalid(
+            "x-baton-context: managed context needs the conversation's run, and this server runs with --no-capture".into(),
+        ));
+    }
+    let budget = match headers.get(&BUDGET_HEADER) {
+        None => DEFAULT_BUDGET,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|n| *n >= MIN_BUDGET)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "x-baton-context-budget: expected a whole number of tokens, at least {MIN_BUDGET}"
+                ))
+            })?,
+    };
+    Ok(Some(Policy { name, budget }))
+}
+
+/// What managed context did for one request, as its response headers say.
+#[derive(Clone, Debug)]
+pub(crate) struct Report {
+    policy: &'static str,
+    run: Option<RunId>,
+    action: &'static str,
+    reason: Option<String>,
+    before: u64,
+    after: u64,
+    summarized: Option<(u64, u64)>,
+}
+
+impl Report {
+    fn unchanged(policy: &Policy, before: u64, reason: impl Into<String>) -> Self {
+        Report {
+            policy: policy.name,
+            run: None,
+            action: "unchanged",
+            reason: Some(reason.into()),
+            before,
+            after: before,
+            summarized: None,
+        }
+    }
+
+    /// Whether the upstream got a rewritten body.
+    pub(crate) fn rewritten(&self) -> bool {
+        self.action == "rewritten"
+    }
+
+    /// The client's own request went after the upstream refused the rewrite with `status`.
+    pub(crate) fn fell_back(&mut self, status: StatusCode) {
+        self.action = "fallback";
+        self.reason = Some(format!(
+            "the upstream answered the rewritten request {status}"
+        ));
+        self.after = self.before;
+    }
+
+    /// Writes the `x-baton-context-*` headers.
+    pub(crate) fn write(&self, headers: &mut HeaderMap) {
+        let mut put = |name: &'static str, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
+        put("x-baton-context-policy", self.policy.to_owned());
+        put("x-baton-context-action", self.action.to_owned());
+        put("x-baton-context-tokens-before", self.before.to_string());
+        put("x-baton-context-tokens-after", self.after.to_string());
+        if let Some(reason) = &self.reason {
+            // Header values are visible ASCII: a reason is baton's own English.
+            put(
+                "x-baton-context-reason",
+                reason.replace(|c: char| !c.is_ascii_graphic() && c != ' ', " "),
+            );
+        }
+        if let Some(run) = &self.run {
+            put("x-baton-context-run", run.to_string());
+        }
+        if let Some((first, last)) = self.summarized {
+            put("x-baton-context-summarized", format!("{first}-{last}"));
+        }
+    }
+}
+
+/// Applies `policy` to `call`: the call to send (a rewritten one, or `None` for the client's
+/// own) and what was done. Never fails: anything that goes wrong leaves the request whole and
+/// says why.
+pub(crate) async fn apply(call: &Call, policy: &Policy) -> (Option<Arc<Call>>, Report) {
+    let body = match capture::parse(call.endpoint, &call.value) {
+        Ok(body) => body,
+        Err(e) => {
+            return (
+                None,
+                Report::unchanged(policy, 0, format!("unreadable request: {e}")),
+            );
+        }
+    };
+    let before: u64 = body
+        .messages
+        .iter()
+        .map(|m| u64::from(tokens::estimate_message(m)))
+        .sum();
+    if before <= policy.budget {
+        return (None, Report::unchanged(policy, before, "under the budget"));
+    }
+    let messages = body.messages.len();
+    match rewrite(call, policy, body, before).await {
+        Ok(Rewrite::Sent(rewritten, report)) => (Some(rewritten), report),
+        Ok(Rewrite::Whole(report)) => (None, report),
+        Err(e) => {
+            tracing::warn!(policy = policy.name, messages, error = %e, "managed context left the request whole");
+            (None, Report::unchanged(policy, before, e.to_string()))
+        }
+    }
+}
+
+enum Rewrite {
+    Sent(Arc<Call>, Report),
+    Whole(Report),
+}
+
+async fn rewrite(
+    call: &Call,
+    policy: &Policy,
+    body: baton_wire::RequestBody,
+    before: u64,
+) -> anyhow::Result<Rewrite> {
+    let state = &call.state;
+    let n = body.messages.len() as u64;
+    let named = call.capture.clone().flatten();
+    let (_, run) = capture::store(state, &call.tenant, call.endpoint, named, body, None).await?;
+    let mut report = Report::unchanged(policy, before, "");
+    report.run = Some(run.clone());
+
+    let config = CompactionConfig::named(policy.name).with_budget(policy.budget);
+    let strategy = config.build()?;
+    let (prices, clear) = (PriceTable::defaults(), config.clear()?);
+    let counter = tokens::ByteEstimate;
+    let compactor = Compactor {
+        strategy: &*strategy,
+        summarizer: &Offline,
+        settings: &config.settings,
+        clear,
+        prices: &prices,
+        counter: &counter,
+        force: false,
+        dry_run: false,
+    };
+    let outcome = baton_runtime::compact(&*state.store, &call.tenant, &run, &compactor).await?;
+    let (metric, declined) = match &outcome {
+        Outcome::Kept(keep) => ("kept", Some(keep.to_string())),
+        Outcome::Refused { reason, .. } => ("refused", Some(reason.to_string())),
+        Outcome::Planned { .. } => ("planned", None),
+        Outcome::Compacted(_) => ("compacted", None),
+        Outcome::Conflict(_) => ("conflict", None),
+    };
+    state.metrics.compaction(metric);
+    let context = state.store.context(&call.tenant, &run).await?;
+
+    let whole = |mut report: Report, reason: &str| {
+        report.reason = Some(reason.to_owned());
+        Ok(Rewrite::Whole(report))
+    };
+    if context.messages.last().map(|e| e.seq.0) != Some(n) {
+        return whole(
+            report,
+            "the run's history is not this conversation message for message",
+        );
+    }
+    let first = context.messages.first().map_or(n + 1, |e| e.seq.0);
+    if first <= 1 && context.cleared.is_empty() {
+        let why = declined.unwrap_or_else(|| "it kept every message".into());
+        return whole(
+            report,
+            &format!("the policy kept the whole conversation: {why}"),
+        );
+    }
+    let after = context.tokens;
+    if after >= before {
+        return whole(report, "the managed context would not be smaller");
+    }
+    let Some(text) = upstream_body(call, &context, first)? else {
+        return whole(
+            report,
+            "the kept messages would break a tool call from its result",
+        );
+    };
+    let value: Value = serde_json::from_str(&text)?;
+    let rewritten = Call {
+        state: call.state.clone(),
+        cache: call.cache.clone(),
+        endpoint: call.endpoint,
+        operation: call.operation,
+        url: call.url.clone(),
+        headers: call.headers.clone(),
+        body: Bytes::from(text),
+        value,
+        model: call.model.clone(),
+        versions: call.versions.clone(),
+        policy: call.policy.clone(),
+        scope: call.scope.clone(),
+        tenant: call.tenant.clone(),
+        capture: call.capture.clone(),
+        context: None,
+        original: Some(call.value.clone()),
+    };
+    report.action = "rewritten";
+    report.reason = None;
+    report.after = after;
+    report.summarized = (first > 1).then_some((1, first - 1));
+    Ok(Rewrite::Sent(Arc::new(rewritten), report))
+}
+
+/// The body sent upstream: the client's, with `messages` as the module docs say; `None` when
+/// the kept messages would answer a tool call they do not hold.
+fn upstream_body(call: &Call, context: &Context, first: u64) -> anyhow::Result<Option<String>> {
+    let fields: Fields<'_> = serde_json::from_slice(&call.body)?;
+    let raw_messages = fields
+        .0
+        .iter()
+        .find(|(k, _)| k == "messages")
+        .map(|(_, v)| *v)
+        .ok_or_else(|| anyhow::anyhow!("the request has no messages"))?;
+    let raw: Vec<&RawValue> = serde_json::from_str(raw_messages.get())?;
+    let skip = usize::try_from(first - 1)?;
+    let mut messages: Vec<String> = Vec::with_capacity(raw.len() + 1 - skip.min(raw.len()));
+    let chat = call.endpoint == Endpoint::Chat;
+    if chat {
+        // The client's instructions stay first, whatever the summary covers.
+        for m in &raw[..skip.min(raw.len())] {
+            let role: RoleOnly = serde_json::from_str(m.get())?;
+            if matches!(role.role.as_str(), "system" | "developer") {
+                messages.push(m.get().to_owned());
+            }
+        }
+    }
+    if let Some(preamble) = context.preamble() {
+        let text = format!(
+            "The conversation before this point, summarized by baton (its originals stay in the run's history):\n\n{}",
+            preamble.plain_text()
+        );
+        let summary = match chat {
+            true => serde_json::json!({"role": "user", "content": text}),
+            false => {
+                serde_json::json!({"role": "user", "content": [{"type": "text", "text": text}]})
+            }
+        };
+        messages.push(summary.to_string());
+    }
+    for (i, m) in raw.iter().enumerate().skip(skip) {
+        let seq = i as u64 + 1;
+        if !context.cleared.iter().any(|s| s.0 == seq) {
+            messages.push(m.get().to_owned());
+            continue;
+        }
+        // A result the policy cleared: its stub, as the context holds it.
+        let Some(entry) = context.messages.iter().find(|e| e.seq.0 == seq) else {
+            messages.push(m.get().to_owned());
+            continue;
+        };
+        match chat {
+            true => messages.extend(
+                baton_wire::openai::render_message(&entry.message)
+                    .iter()
+                    .map(Value::to_string),
+            ),
+            false => {
+                messages.push(baton_wire::anthropic::render_message(&entry.message).to_string())
+            }
+        }
+    }
+    let parsed: Vec<Value> = messages
+        .iter()
+        .map(|m| serde_json::from_str(m))
+        .collect::<Result<_, _>>()?;
+    if let Some(orphan) = orphan_result(&parsed) {
+        tracing::debug!(orphan, "managed context would orphan a tool result");
+        return Ok(None);
+    }
+    let mut out = String::with_capacity(call.body.len());
+    out.push('{');
+    for (i, (key, value)) in fields.0.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key)?);
+        out.push(':');
+        match key.as_str() {
+            "messages" => {
+                out.push('[');
+                out.push_str(&messages.join(","));
+                out.push(']');
+            }
+            _ => out.push_str(value.get()),
+        }
+    }
+    out.push('}');
+    Ok(Some(out))
+}
+
+/// A message's role, read alone.
+#[derive(Deserialize)]
+struct RoleOnly {
+    #[serde(default)]
+    role: String,
+}
+
+/// The id of a tool result among `messages` (in either vendor's shape) that answers no tool
+/// call of an earlier message, if any. Read from the JSON as the vendors define it.
+fn orphan_result(messages: &[Value]) -> Option<String> {
+    let mut calls = std::collections::HashSet::new();
+    for m in messages {
+        // OpenAI: an assistant's tool_calls, and `tool` messages answering them.
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            if let Some(id) = call["id"].as_str() {
+                calls.insert(id.to_owned());
+            }
+        }
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or_default();
+            if !calls.contains(id) {
+                return Some(id.to_owned());
+            }
+        }
+        // Anthropic: tool_use blocks, and tool_result blocks answering them.
+        for block in m["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("tool_use") => {
+                    if let Some(id) = block["id"].as_str() {
+                        calls.insert(id.to_owned());
+                    }
+                }
+                Some("tool_result") => {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default();
+                    if !calls.contains(id) {
+                        return Some(id.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// A JSON object's fields, each value as its raw text, in the order sent.
+struct Fields<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Object<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
+                let mut fields = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    fields.push((key, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Object(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fields_keep_their_order_and_raw_text() {
+        let body = br#"{"z": 1.50, "messages": [ {"role":"user"} ], "a": "\u00e9"}"#;
+        let fields: Fields<'_> = serde_json::from_slice(body).unwrap();
+        let got: Vec<(&str, &str)> = fields
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.get()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("z", "1.50"),
+                ("messages", r#"[ {"role":"user"} ]"#),
+                ("a", r#""\u00e9""#)
+            ]
+        );
+    }
+
+    #[test]
+    fn orphans_are_found_in_both_shapes() {
+        let anthropic = [
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]}),
+        ];
+        assert_eq!(orphan_result(&anthropic), None);
+        assert_eq!(orphan_result(&anthropic[1..]), Some("t1".into()));
+        let openai = [
+            json!({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "a"}),
+        ];
+        assert_eq!(orphan_result(&openai), None);
+        assert_eq!(orphan_result(&openai[1..]), Some("c1".into()));
+    }
+}

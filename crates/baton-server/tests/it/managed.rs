@@ -1,0 +1,299 @@
+//! Managed context (issue 18, item 6): with `x-baton-context`, the gateway sends the scripted
+//! upstream the run's working state and the conversation's tail instead of the whole
+//! transcript — the tail byte for byte, tool pairs whole (the scripted upstream refuses a
+//! broken pair as the real APIs do), the prefix stable between compactions — and falls back to
+//! the client's own request when the upstream refuses the rewrite. Over real HTTP on loopback,
+//! on both backends.
+
+use baton_core::{RunId, Seq, TenantId};
+use serde_json::{Value, json};
+
+use crate::gateway::{Got, assert_vendor_error, call, gateway, send, upstream};
+use crate::on_both_backends;
+use crate::support::{Backend, TestServer};
+
+on_both_backends!(
+    a_long_anthropic_conversation_is_sent_as_state_and_tail,
+    a_chat_conversation_keeps_its_system_message_first,
+    a_conversation_under_the_budget_goes_whole,
+    a_refused_rewrite_falls_back_to_the_clients_request,
+    bad_managed_context_requests_are_refused_in_the_vendor_shape,
+);
+
+const BUDGET: &str = "4000";
+
+fn header<'a>(got: &'a Got, name: &str) -> &'a str {
+    got.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no {name} header: {:?}", got.headers))
+}
+
+/// A tool result's text: about 1,600 bytes that differ from file to file.
+fn file_text(i: usize) -> String {
+    (0..40)
+        .map(|line| format!("fn part_{i}_line_{line}() -> u32 {{ {line} }} // src/part_{i}.rs\n"))
+        .collect()
+}
+
+/// A coding conversation in Anthropic's shape: the task, then `turns` rounds of an assistant
+/// message (a signed thinking block, text, a `read_file` call) and the user's tool result.
+fn anthropic_conversation(turns: usize) -> Vec<Value> {
+    let mut messages = vec![json!({"role": "user", "content":
+        "Task: rename the config loader in src/config.rs to load_settings and keep the tests passing. Do not touch .github/."})];
+    for i in 0..turns {
+        let id = format!("toolu_{i:04}");
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": format!("Part {i} may call the loader."), "signature": format!("c2lnLXtpfQ-{i}==")},
+            {"type": "text", "text": format!("Reading src/part_{i}.rs.")},
+            {"type": "tool_use", "id": id, "name": "read_file", "input": {"path": format!("src/part_{i}.rs")}},
+        ]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": file_text(i)},
+        ]}));
+    }
+    messages
+}
+
+fn anthropic_request(messages: &[Value]) -> Value {
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 256,
+        "system": [{"type": "text", "text": "You are a careful coding agent.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "read_file", "description": "read a file", "input_schema": {"type": "object"}}],
+        "messages": messages})
+}
+
+fn replies(n: usize) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|i| json!({"reply": {"text": format!("Answer {i}.")}}))
+            .collect(),
+    )
+}
+
+fn acme() -> TenantId {
+    TenantId::new("acme").unwrap()
+}
+
+/// The run's messages once it holds `n` (the reply's capture runs after the answer).
+async fn stored(server: &TestServer, run: &str, n: usize) -> usize {
+    let run = RunId::new(run).unwrap();
+    for _ in 0..200 {
+        let entries = server
+            .store
+            .read_range(&acme(), &run, Seq(1), None)
+            .await
+            .unwrap();
+        if entries.len() >= n {
+            return entries.len();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("run {run} never held {n} messages");
+}
+
+async fn a_long_anthropic_conversation_is_sent_as_state_and_tail(backend: Backend) {
+    let up = upstream(replies(2));
+    let server = gateway(backend, &up, |_| {}).await;
+    let path = "/v1/messages";
+    let mut messages = anthropic_conversation(30);
+    let extra = [
+        ("x-baton-context", "structured"),
+        ("x-baton-context-budget", BUDGET),
+        ("x-baton-run", "managed-1"),
+    ];
+    let request = anthropic_request(&messages);
+    let sent = request.to_string();
+    let got = call(&server, path, &request, &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    assert_eq!(header(&got, "x-baton-context-policy"), "structured");
+    assert_eq!(header(&got, "x-baton-context-run"), "managed-1");
+    let before: u64 = header(&got, "x-baton-context-tokens-before")
+        .parse()
+        .unwrap();
+    let after: u64 = header(&got, "x-baton-context-tokens-after")
+        .parse()
+        .unwrap();
+    assert!(after < before / 2, "{before} -> {after}");
+    assert!(after <= 4000, "{after} over the budget");
+    let summarized = header(&got, "x-baton-context-summarized").to_owned();
+    let last: usize = summarized.strip_prefix("1-").unwrap().parse().unwrap();
+    assert!(last > 1 && last < messages.len(), "{summarized}");
+
+    // What the upstream got: the client's body with only the messages changed.
+    let first = up.requests().last().unwrap().clone();
+    assert!(
+        first.text.len() < sent.len() / 2,
+        "{} of {}",
+        first.text.len(),
+        sent.len()
+    );
+    let body = &first.body;
+    for field in ["model", "max_tokens", "system", "tools"] {
+        assert_eq!(body[field], request[field], "{field}");
+    }
+    let upstream_messages = body["messages"].as_array().unwrap();
+    let state = upstream_messages[0]["content"][0]["text"].as_str().unwrap();
+    assert!(state.contains("summarized by baton"), "{state}");
+    // The working state carries the task, which is in the part it stands for.
+    assert!(state.contains("load_settings"), "{state}");
+    // The tail is the client's messages from `last + 1` on, each byte for byte.
+    assert_eq!(&upstream_messages[1..], &messages[last..]);
+    for kept in &messages[last..] {
+        assert!(first.text.contains(&kept.to_string()), "changed: {kept}");
+    }
+    // Every byte of the client's system prompt (its cache breakpoint included) and tools.
+    let system = serde_json::to_string(&request["system"]).unwrap();
+    assert!(first.text.contains(&format!("\"system\":{system}")));
+
+    // The run holds the whole conversation as the client has it, and the reply.
+    assert_eq!(
+        stored(&server, "managed-1", messages.len() + 1).await,
+        messages.len() + 1
+    );
+
+    // The next request adds the reply and a question: the upstream body is the previous one
+    // with the new messages at its end (a stable prefix for the provider's prompt cache).
+    messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Answer 0."}]}));
+    messages.push(json!({"role": "user", "content": "Now run the tests."}));
+    let got = call(&server, path, &anthropic_request(&messages), &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    assert_eq!(header(&got, "x-baton-context-summarized"), summarized);
+    let second = up.requests().last().unwrap().clone();
+    let again = second.body["messages"].as_array().unwrap();
+    assert_eq!(&again[..upstream_messages.len()], &upstream_messages[..]);
+    assert_eq!(
+        &again[upstream_messages.len()..],
+        &messages[messages.len() - 2..]
+    );
+}
+
+async fn a_chat_conversation_keeps_its_system_message_first(backend: Backend) {
+    let up = upstream(replies(1));
+    let server = gateway(backend, &up, |_| {}).await;
+    let path = "/v1/chat/completions";
+    let mut messages = vec![
+        json!({"role": "system", "content": "Be terse."}),
+        json!({"role": "user", "content": "Task: find every caller of load_config."}),
+    ];
+    for i in 0..30 {
+        let id = format!("call_{i:04}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "read_file", "arguments": format!("{{\"path\":\"src/part_{i}.rs\"}}")}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": file_text(i)}));
+    }
+    let request = json!({"model": "gpt-4o-mini", "messages": messages,
+        "tools": [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]});
+    let extra = [
+        ("x-baton-context", "budget"),
+        ("x-baton-context-budget", BUDGET),
+    ];
+    let got = call(&server, path, &request, &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    let run = header(&got, "x-baton-context-run").to_owned();
+    assert!(run.starts_with("gw-"), "{run}");
+    let body = up.requests().last().unwrap().body.clone();
+    let sent = body["messages"].as_array().unwrap();
+    assert_eq!(sent[0], messages[0], "the system message stays first");
+    assert!(sent.len() < messages.len());
+    // The tail the upstream got is the client's own end of the conversation.
+    let tail = &sent[sent.len() - 4..];
+    assert_eq!(tail, &messages[messages.len() - 4..]);
+    assert_eq!(
+        stored(&server, &run, messages.len() + 1).await,
+        messages.len() + 1
+    );
+}
+
+async fn a_conversation_under_the_budget_goes_whole(backend: Backend) {
+    let up = upstream(replies(1));
+    let server = gateway(backend, &up, |_| {}).await;
+    // Written by hand, with spacing and escapes a re-serialization would change.
+    let text = r#"{ "model": "claude-sonnet-4-5", "max_tokens": 256,
+        "messages": [ {"role": "user", "content": "caf\u00e9?"} ] }"#;
+    let request = server
+        .client
+        .post(server.url("/v1/messages"))
+        .header("content-type", "application/json")
+        .header("x-baton-key", &server.key)
+        .header("x-api-key", "sk-test")
+        .header("anthropic-version", "2023-06-01")
+        .header("x-baton-context", "structured")
+        .body(text);
+    let got = send(request).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "unchanged");
+    assert_eq!(header(&got, "x-baton-context-reason"), "under the budget");
+    let recorded = up.requests().last().unwrap().clone();
+    assert_eq!(recorded.text, text);
+    assert!(!recorded.headers.contains_key("x-baton-context"));
+}
+
+async fn a_refused_rewrite_falls_back_to_the_clients_request(backend: Backend) {
+    let turns = json!([
+        {"reply": {"error": {"status": 400, "message": "messages.1: this model does not accept that"}}},
+        {"reply": {"text": "Done the long way."}},
+    ]);
+    let up = upstream(turns);
+    let server = gateway(backend, &up, |_| {}).await;
+    let request = anthropic_request(&anthropic_conversation(30));
+    let extra = [
+        ("x-baton-context", "structured"),
+        ("x-baton-context-budget", BUDGET),
+    ];
+    let got = call(&server, "/v1/messages", &request, &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "fallback");
+    assert!(header(&got, "x-baton-context-reason").contains("400"));
+    let requests = up.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].text.contains("summarized by baton"));
+    assert_eq!(
+        requests[1].body, request,
+        "the fallback is the client's request"
+    );
+}
+
+async fn bad_managed_context_requests_are_refused_in_the_vendor_shape(backend: Backend) {
+    let up = upstream(replies(1));
+    let server = gateway(backend, &up, |_| {}).await;
+    let path = "/v1/messages";
+    let request = anthropic_request(&anthropic_conversation(1));
+    for extra in [
+        vec![("x-baton-context", "smart")],
+        vec![("x-baton-context", "summarize")],
+        vec![
+            ("x-baton-context", "structured"),
+            ("x-baton-context-budget", "12"),
+        ],
+        vec![
+            ("x-baton-context", "structured"),
+            ("x-baton-context-budget", "lots"),
+        ],
+    ] {
+        let got = call(&server, path, &request, &extra).await;
+        assert_vendor_error(&got, path, 400, "invalid-context-policy");
+    }
+    let responses = json!({"model": "gpt-4o-mini", "input": "hi"});
+    let got = call(
+        &server,
+        "/v1/responses",
+        &responses,
+        &[("x-baton-context", "structured")],
+    )
+    .await;
+    assert_vendor_error(&got, "/v1/responses", 400, "invalid-context-policy");
+    drop(server);
+    let server = gateway(backend, &up, |c| c.capture = false).await;
+    let got = call(
+        &server,
+        path,
+        &request,
+        &[("x-baton-context", "structured")],
+    )
+    .await;
+    assert_vendor_error(&got, path, 400, "invalid-context-policy");
+    assert!(up.requests().is_empty(), "nothing reached the upstream");
+}
