@@ -64,6 +64,15 @@
 //!   (`cache_read`, `cache_write_5m`, `cache_write_1h`, `reasoning`: reported in the vendor's
 //!   own usage fields).
 //!   `error` wins over `raw`, which wins over the rest.
+//! - `message` (in a reply): the assistant message to answer with, in the request's vendor
+//!   shape, its tool-call ids kept (instead of `text` and `tool_calls`): to replay a recorded
+//!   conversation.
+//! - `"prompt_cache": true` (beside `turns`) models Anthropic's prompt cache: each request's
+//!   blocks (tools, system blocks, each message's content blocks) make a chain of prefixes;
+//!   a request reads from the cache the longest prefix, through its last `cache_control`
+//!   block, that an earlier request marked, and writes its own marked prefixes; the usage
+//!   reports them as `cache_read_input_tokens` and `cache_creation_input_tokens` (bytes / 4),
+//!   the rest as `input_tokens`. No expiry, and no 20-block limit on the look-back.
 //!
 //! The reply streams as server-sent events when the request says `"stream": true`, and is one
 //! JSON body otherwise. Its usage says input tokens ≈ request bytes / 4 and output tokens ≈
@@ -81,7 +90,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,6 +155,10 @@ struct Shared {
     counter: AtomicU64,
     /// Random hex that makes this server's ids unlike another's.
     nonce: String,
+    /// Whether the prompt cache is modelled ([`Script::prompt_cache`]).
+    prompt_cache: bool,
+    /// The prompt cache: the digests of the prefixes requests marked with `cache_control`.
+    cached: Mutex<HashSet<[u8; 32]>>,
 }
 
 impl ScriptedServer {
@@ -166,6 +179,8 @@ impl ScriptedServer {
             requests: Mutex::new(Vec::new()),
             counter: AtomicU64::new(0),
             nonce: format!("{:08x}", random() & 0xffff_ffff),
+            prompt_cache: script.prompt_cache,
+            cached: Mutex::new(HashSet::new()),
         });
         let app = Router::new()
             .route("/v1/messages", post(anthropic))
@@ -593,7 +608,27 @@ async fn answer_inner(
         )
             .into_response();
     }
-    let wire = shared.reply(format, &request, body.len(), &reply);
+    let scripted = match &reply.message {
+        None => None,
+        Some(message) => {
+            let parsed = match format {
+                Format::Anthropic => baton_wire::anthropic::parse_message(message),
+                Format::OpenAi => baton_wire::openai::parse_message(message),
+            };
+            match parsed {
+                Ok(message) => Some(message),
+                Err(e) => {
+                    let message = format!("scripted server: turns[{index}].reply.message: {e}");
+                    return error(500, &message, None);
+                }
+            }
+        }
+    };
+    let cache = match (shared.prompt_cache, format) {
+        (true, Format::Anthropic) => Some(shared.prompt_cache(&value)),
+        _ => None,
+    };
+    let wire = shared.reply(format, &request, body.len(), &reply, scripted, cache);
     let id = shared.id(api.id_prefix());
     if request.stream {
         let mut events = api.render_stream(&wire, &id);
@@ -650,7 +685,71 @@ fn json_response(status: StatusCode, value: &Value) -> Response {
         .into_response()
 }
 
+/// A field that is a list or one item: its items.
+fn items(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => vec![],
+        other => vec![other],
+    }
+}
+
 impl Shared {
+    /// The modelled prompt cache's answer to an Anthropic request: the tokens (bytes / 4) it
+    /// reads and writes. The request is a sequence of blocks (each tool, each system block,
+    /// each message's content blocks with the message's role), each prefix of which has a
+    /// digest (`cache_control` itself not included). It reads the longest prefix, ending at or
+    /// before its last `cache_control` block, that an earlier request wrote; it writes the
+    /// prefix through each of its `cache_control` blocks. (Anthropic looks back at most 20
+    /// blocks from a breakpoint and expires entries after 5 minutes; the model does neither.)
+    fn prompt_cache(&self, value: &Value) -> (u64, u64) {
+        use sha2::Digest as _;
+        let mut blocks: Vec<(&str, &Value)> = Vec::new();
+        for tool in items(&value["tools"]) {
+            blocks.push(("tool", tool));
+        }
+        for block in items(&value["system"]) {
+            blocks.push(("system", block));
+        }
+        for message in items(&value["messages"]) {
+            let role = message["role"].as_str().unwrap_or("");
+            for block in items(&message["content"]) {
+                blocks.push((role, block));
+            }
+        }
+        let mut hasher = sha2::Sha256::new();
+        let mut bytes = 0;
+        let mut prefixes = Vec::with_capacity(blocks.len());
+        for (role, block) in blocks {
+            let mut plain = block.clone();
+            if let Some(object) = plain.as_object_mut() {
+                object.remove("cache_control");
+            }
+            let text = plain.to_string();
+            hasher.update(role.as_bytes());
+            hasher.update((text.len() as u64).to_be_bytes());
+            hasher.update(text.as_bytes());
+            bytes += text.len() as u64;
+            let digest: [u8; 32] = hasher.clone().finalize().into();
+            prefixes.push((digest, bytes, block.get("cache_control").is_some()));
+        }
+        let Some(last) = prefixes.iter().rposition(|p| p.2) else {
+            return (0, 0);
+        };
+        let mut cached = lock(&self.cached);
+        let read = prefixes[..=last]
+            .iter()
+            .rev()
+            .find(|p| cached.contains(&p.0))
+            .map_or(0, |p| p.1);
+        for (digest, _, marked) in &prefixes {
+            if *marked {
+                cached.insert(*digest);
+            }
+        }
+        (read / 4, (prefixes[last].1 - read) / 4)
+    }
+
     /// Records a request; returns its body as JSON, when it is.
     fn record(
         &self,
@@ -733,9 +832,15 @@ impl Shared {
         request: &RequestBody,
         request_bytes: usize,
         reply: &Reply,
+        scripted: Option<Message>,
+        cache: Option<(u64, u64)>,
     ) -> baton_wire::Reply {
         let mut content = Vec::new();
         let mut output_bytes = 0;
+        if let Some(message) = scripted {
+            output_bytes += serde_json::to_string(&message.content).map_or(0, |t| t.len());
+            content = message.content;
+        }
         if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
             output_bytes += text.len();
             content.push(ContentBlock::Text {
@@ -775,9 +880,14 @@ impl Shared {
             },
             stop_reason: stop.to_owned(),
             usage: {
-                let extra = reply.usage.clone().unwrap_or_default();
+                let mut extra = reply.usage.clone().unwrap_or_default();
+                let mut input = request_bytes as u64 / 4;
+                if let Some((read, written)) = cache {
+                    (extra.cache_read, extra.cache_write_5m) = (read, written);
+                    input = input.saturating_sub(read + written);
+                }
                 Usage {
-                    input_tokens: (request_bytes as u64 / 4).max(1),
+                    input_tokens: input.max(1),
                     output_tokens: (output_bytes as u64 / 4).max(1) + extra.reasoning,
                     cache_read_tokens: extra.cache_read,
                     cache_write_tokens: extra.cache_write_5m + extra.cache_write_1h,

@@ -12,6 +12,11 @@ use serde_json::Value;
 pub struct Script {
     /// The turns.
     pub turns: Vec<Turn>,
+    /// Model Anthropic's prompt cache: a request reads from the cache the longest prefix an
+    /// earlier request marked with `cache_control`, and writes its own marked prefixes (see
+    /// the module documentation). Off: the usage reports what each reply's `usage` says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_cache: bool,
 }
 
 impl Script {
@@ -172,6 +177,11 @@ pub struct Reply {
     /// Answer with exactly this body, status 200, `content-type: application/json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// Answer with this assistant message, in the vendor shape of the request that consumes
+    /// the turn (Anthropic `{"role": "assistant", "content": [...]}`, OpenAI's message with its
+    /// `tool_calls`), its ids kept; instead of `text` and `tool_calls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Value>,
     /// End the reply before its final event (`message_stop`, `[DONE]`); a non-streaming reply
     /// is cut in half.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

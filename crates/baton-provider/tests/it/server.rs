@@ -93,3 +93,55 @@ fn it_serves_without_a_runtime_of_the_callers() {
     assert!(stream.is_ok());
     drop(server);
 }
+
+#[tokio::test]
+async fn a_scripted_message_is_answered_with_its_ids_and_the_prompt_cache_is_modelled() {
+    let reply = json!({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "look first", "signature": "c2ln"},
+        {"type": "tool_use", "id": "toolu_fixed", "name": "ls", "input": {"path": "."}}]});
+    let server = crate::server(json!({"prompt_cache": true, "turns": [
+        {"reply": {"message": reply}}, {"reply": {"text": "Two."}}, {"reply": {"text": "Three."}}
+    ]}));
+    let url = format!("{}/v1/messages", server.anthropic_url());
+    let marked = |text: &str| json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]);
+    let system = "s".repeat(4000);
+    let first = json!({"model": "m", "max_tokens": 10, "system": marked(&system),
+        "messages": [{"role": "user", "content": marked("list the files")}]});
+    let (status, body) = post(url.clone(), first.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer = Format::Anthropic.parse_response(&body).unwrap();
+    assert_eq!(
+        answer.message.tool_use_ids().collect::<Vec<_>>(),
+        ["toolu_fixed"]
+    );
+    // Nothing was cached yet: the marked prefix (system and first message) is written.
+    assert_eq!(answer.usage.cache_read_tokens, 0);
+    assert!(
+        answer.usage.cache_write_tokens >= 1000,
+        "{:?}",
+        answer.usage
+    );
+
+    // The next request repeats that prefix (its markers moved on): read from the cache.
+    let mut second = first.clone();
+    second["messages"][0]["content"] = json!([{"type": "text", "text": "list the files"}]);
+    second["messages"].as_array_mut().unwrap().extend([
+        reply.clone(),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_fixed", "content": "a", "cache_control": {"type": "ephemeral"}}]}),
+    ]);
+    let (status, body) = post(url.clone(), second).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let usage = Format::Anthropic.parse_response(&body).unwrap().usage;
+    assert!(usage.cache_read_tokens >= 1000, "{usage:?}");
+    assert!(
+        usage.cache_write_tokens > 0 && usage.cache_write_tokens < 100,
+        "{usage:?}"
+    );
+
+    // A changed system prompt shares no prefix.
+    let mut third = first;
+    third["system"] = marked(&"t".repeat(4000));
+    let (_, body) = post(url, third).await;
+    let usage = Format::Anthropic.parse_response(&body).unwrap().usage;
+    assert_eq!(usage.cache_read_tokens, 0, "{usage:?}");
+}
