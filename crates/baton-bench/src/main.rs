@@ -93,6 +93,10 @@
 //! 17. **MCP** (issue 19; module `mcp`): `search` and `recall` through `baton_mcp::Baton::call`
 //!     on the corpus and on 100,000 generated messages: p95 (targets: search < 60 ms, recall
 //!     < 10 ms).
+//! 18. **Replay** (issue 18; module `replay`): the corpus's Claude Code and Codex sessions as
+//!     gateway traffic against the scripted upstream: captured runs against direct imports,
+//!     capture time by conversation length, and managed context at a 32k budget (refusals,
+//!     peak upstream input, prefix bytes changed between compactions, prompt-cache share).
 //!
 //! Every store call runs in a task on a worker thread of a tokio multi-thread runtime, where a
 //! server's handlers run; times come from `std::time::Instant`.
@@ -133,6 +137,7 @@ mod mcp;
 mod peers;
 mod pg_ledger;
 mod postgres;
+mod replay;
 mod tokens;
 mod ui;
 mod usage;
@@ -181,7 +186,7 @@ struct Args {
 }
 
 /// The sections `--only` names, in the order they run.
-const SECTIONS: [&str; 18] = [
+const SECTIONS: [&str; 19] = [
     "append",
     "single",
     "context",
@@ -200,6 +205,7 @@ const SECTIONS: [&str; 18] = [
     "watch",
     "ui",
     "mcp",
+    "replay",
 ];
 
 /// `Ok(None)` asks for the help text.
@@ -480,7 +486,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
             "usage" => usage::section(r, &mut out)?,
             "watch" => watch::section(&rt, dir, quick, r, &mut out)?,
             "ui" => ui::section(&rt, dir, quick, r, &mut out)?,
-            _ => mcp::section(&rt, dir, quick, r, &mut out)?,
+            "mcp" => mcp::section(&rt, dir, quick, r, &mut out)?,
+            _ => replay::section(dir, quick, r, &mut out)?,
         }
     }
 

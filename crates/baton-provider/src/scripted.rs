@@ -685,6 +685,47 @@ fn json_response(status: StatusCode, value: &Value) -> Response {
         .into_response()
 }
 
+/// One block of an Anthropic request's prompt, in the order the prompt cache reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptBlock {
+    /// `tool`, `system`, or the role of the message it is in.
+    pub role: String,
+    /// Its JSON text, without its `cache_control`.
+    pub text: String,
+    /// Whether it carries `cache_control` (a cache breakpoint).
+    pub marked: bool,
+}
+
+/// The blocks of an Anthropic Messages request, in order: each tool, each system block (a
+/// system string is one block), each message's content blocks (a string content is one).
+pub fn prompt_blocks(value: &Value) -> Vec<PromptBlock> {
+    let mut blocks = Vec::new();
+    let mut push = |role: &str, block: &Value| {
+        let mut plain = block.clone();
+        if let Some(object) = plain.as_object_mut() {
+            object.remove("cache_control");
+        }
+        blocks.push(PromptBlock {
+            role: role.to_owned(),
+            text: plain.to_string(),
+            marked: block.get("cache_control").is_some(),
+        });
+    };
+    for tool in items(&value["tools"]) {
+        push("tool", tool);
+    }
+    for block in items(&value["system"]) {
+        push("system", block);
+    }
+    for message in items(&value["messages"]) {
+        let role = message["role"].as_str().unwrap_or("");
+        for block in items(&message["content"]) {
+            push(role, block);
+        }
+    }
+    blocks
+}
+
 /// A field that is a list or one item: its items.
 fn items(v: &Value) -> Vec<&Value> {
     match v {
@@ -704,34 +745,16 @@ impl Shared {
     /// blocks from a breakpoint and expires entries after 5 minutes; the model does neither.)
     fn prompt_cache(&self, value: &Value) -> (u64, u64) {
         use sha2::Digest as _;
-        let mut blocks: Vec<(&str, &Value)> = Vec::new();
-        for tool in items(&value["tools"]) {
-            blocks.push(("tool", tool));
-        }
-        for block in items(&value["system"]) {
-            blocks.push(("system", block));
-        }
-        for message in items(&value["messages"]) {
-            let role = message["role"].as_str().unwrap_or("");
-            for block in items(&message["content"]) {
-                blocks.push((role, block));
-            }
-        }
         let mut hasher = sha2::Sha256::new();
         let mut bytes = 0;
-        let mut prefixes = Vec::with_capacity(blocks.len());
-        for (role, block) in blocks {
-            let mut plain = block.clone();
-            if let Some(object) = plain.as_object_mut() {
-                object.remove("cache_control");
-            }
-            let text = plain.to_string();
-            hasher.update(role.as_bytes());
-            hasher.update((text.len() as u64).to_be_bytes());
-            hasher.update(text.as_bytes());
-            bytes += text.len() as u64;
+        let mut prefixes = Vec::new();
+        for block in prompt_blocks(value) {
+            hasher.update(block.role.as_bytes());
+            hasher.update((block.text.len() as u64).to_be_bytes());
+            hasher.update(block.text.as_bytes());
+            bytes += block.text.len() as u64;
             let digest: [u8; 32] = hasher.clone().finalize().into();
-            prefixes.push((digest, bytes, block.get("cache_control").is_some()));
+            prefixes.push((digest, bytes, block.marked));
         }
         let Some(last) = prefixes.iter().rposition(|p| p.2) else {
             return (0, 0);

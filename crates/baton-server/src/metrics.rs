@@ -69,6 +69,7 @@ pub struct Metrics {
     compactions: Family<Outcome, Counter>,
     tokens_saved: Family<Source, Counter>,
     captures: Family<Outcome, Counter>,
+    capture_seconds: Histogram,
     blocking: Gauge,
 }
 
@@ -132,6 +133,13 @@ impl Metrics {
                 outcome: outcome.to_owned(),
             });
         }
+        // 50 µs to about 52 s.
+        let capture_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 21));
+        registry.register(
+            "gateway_capture_duration_seconds",
+            "Time one gateway capture took, from the answer to the run holding it",
+            capture_seconds.clone(),
+        );
         let blocking = Gauge::default();
         registry.register(
             "blocking_tasks",
@@ -168,16 +176,19 @@ impl Metrics {
             compactions,
             tokens_saved,
             captures,
+            capture_seconds,
         }
     }
 
-    /// Counts a gateway capture by its outcome (`stored`, `unchanged`, `branched`, `failed`).
-    pub fn capture(&self, outcome: &str) {
+    /// Counts a gateway capture by its outcome (`stored`, `unchanged`, `branched`, `failed`)
+    /// and how long it took.
+    pub fn capture(&self, outcome: &str, took: std::time::Duration) {
         self.captures
             .get_or_create(&Outcome {
                 outcome: outcome.to_owned(),
             })
             .inc();
+        self.capture_seconds.observe(took.as_secs_f64());
     }
 
     /// Counts a cache outcome (`hit`, `miss`, `coalesced`, `bypass`).

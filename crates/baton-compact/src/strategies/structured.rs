@@ -105,6 +105,10 @@ pub(crate) fn old_part(
         }
     };
     view.safe_cut_at_or_before(desired)
+        // None there (the cut would fall inside a run of parallel tool results, say, with
+        // nothing safe between it and what is already covered): the first safe cut after it,
+        // so a context over its threshold still shrinks, keeping fewer messages than asked.
+        .or_else(|| view.safe_cuts().find(|c| c.seq() > desired))
         .ok_or(Keep::NoSafeCut { desired })
 }
 

@@ -15,7 +15,8 @@ use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
 /// A transcript in a compact line format: `u 100` (user text of 100 tokens), `a 50` (assistant
-/// text), `call x 20` (assistant tool_use `x`), `res x 300` (tool_result for `x`).
+/// text), `call x 20` (assistant tool_use `x`; `call x+y 20` calls `x` and `y` in parallel),
+/// `res x 300` (tool_result for `x`).
 fn parse(transcript: &str) -> Vec<EntryMeta> {
     transcript
         .split(',')
@@ -27,7 +28,11 @@ fn parse(transcript: &str) -> Vec<EntryMeta> {
             let seq = Seq(i as u64 + 1);
             let (uses, results, tokens) = match parts.as_slice() {
                 ["u" | "a", n] => (vec![], vec![], n.parse().unwrap()),
-                ["call", id, n] => (vec![(*id).to_owned()], vec![], n.parse().unwrap()),
+                ["call", ids, n] => (
+                    ids.split('+').map(str::to_owned).collect(),
+                    vec![],
+                    n.parse().unwrap(),
+                ),
                 ["res", id, n] => (vec![], vec![(*id).to_owned()], n.parse().unwrap()),
                 other => panic!("bad line {other:?}"),
             };
@@ -166,6 +171,18 @@ fn summarizing_strategies() {
         &s,
         "u 30, a 30, u 200",
         "update_state through 2, 200 tokens after",
+    );
+    // The cut the settings ask for falls inside parallel results, with no safe cut before it:
+    // the first safe one after it, so a context over its threshold still shrinks.
+    let s = Structured {
+        threshold: 100,
+        keep_recent: 3,
+        keep_tokens: Some(100),
+    };
+    check(
+        &s,
+        "call a+b+c 10, res a 10, res b 5000, res c 10, a 10, u 10",
+        "update_state through 4, 20 tokens after",
     );
     let m = Summarize {
         threshold: 100,

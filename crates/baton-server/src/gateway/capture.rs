@@ -45,7 +45,7 @@
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName};
-use baton_core::{Message, Role, RunId, TenantId};
+use baton_core::{ContentBlock, Message, Role, RunId, TenantId};
 use baton_store::{Error, ImportRejection, Imported, NewEntry, NewImport, Origin, Reimport};
 use baton_wire::RequestBody;
 use sha2::{Digest as _, Sha256};
@@ -142,6 +142,7 @@ pub(crate) async fn capture(
     request: serde_json::Value,
     answer: Answer,
 ) {
+    let started = std::time::Instant::now();
     let outcome = match capture_inner(&state, &tenant, endpoint, run, &request, &answer).await {
         Ok(outcome) => outcome.name(),
         Err(e) => {
@@ -149,7 +150,7 @@ pub(crate) async fn capture(
             "failed"
         }
     };
-    state.metrics.capture(outcome);
+    state.metrics.capture(outcome, started.elapsed());
 }
 
 async fn capture_inner(
@@ -194,7 +195,7 @@ pub(crate) async fn store(
         Some(run) => run,
         None => derived_run(tenant, &body)?,
     };
-    let mut messages = body.messages;
+    let (mut messages, _) = as_stored(body.messages);
     messages.extend(reply);
     let mut redactions = 0;
     for message in &mut messages {
@@ -251,6 +252,35 @@ pub(crate) async fn store(
         parent = Some(key);
     }
     anyhow::bail!("the conversation diverged from more than {MAX_DEPTH} branches of run {run}")
+}
+
+/// The messages of a request as its run keeps them, and how many each became: a user message
+/// holding only tool results (Anthropic's answer to parallel calls, which the API requires in
+/// one message) is kept as one message per result, as Claude Code's own log and OpenAI's
+/// `tool` messages keep them, so a captured conversation equals an import of the agent's log.
+/// The same request always splits the same way, so later requests still extend the run.
+pub(crate) fn as_stored(messages: Vec<Message>) -> (Vec<Message>, Vec<usize>) {
+    let mut stored = Vec::with_capacity(messages.len());
+    let mut counts = Vec::with_capacity(messages.len());
+    for message in messages {
+        let results_only = message.role == Role::User
+            && message.content.len() > 1
+            && message
+                .content
+                .iter()
+                .all(|b| matches!(b, ContentBlock::ToolResult { .. }));
+        if !results_only {
+            stored.push(message);
+            counts.push(1);
+            continue;
+        }
+        counts.push(message.content.len());
+        stored.extend(message.content.into_iter().map(|block| Message {
+            role: Role::User,
+            content: vec![block],
+        }));
+    }
+    (stored, counts)
 }
 
 /// The assistant message of a complete answer: a JSON body parsed, a stream assembled.

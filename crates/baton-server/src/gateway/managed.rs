@@ -14,12 +14,16 @@
 //!
 //! # What is sent
 //!
-//! Under the budget (byte-estimated tokens of the request's messages), the request goes as the
-//! client sent it. Over it, the request's messages are stored in the run first (what capture
-//! would store), the policy compacts the run as `POST /v1/runs/{id}/compact` would (the
-//! offline summarizer, a new summary version installed by compare-and-swap, nothing of
-//! history changed), and the run's context is read back. The upstream then gets the client's
-//! body with only `messages` changed:
+//! Tokens are counted as the request's JSON bytes / 4 (an over-estimate, since escapes and keys
+//! count too: the safe side of a budget). Under the budget, the request goes as the client
+//! sent it. Over it, the request's messages are stored in the run first (what capture would
+//! store), the policy compacts the run as `POST /v1/runs/{id}/compact` would (the offline
+//! summarizer, a new summary version installed by compare-and-swap, nothing of history
+//! changed), with the share of the budget the fields sent as they are (system, tools) leave to
+//! the messages, and the run's context is read back. The clearing layer is off: every change
+//! to the context's prefix costs the provider's prompt cache a rewrite of all that follows, so
+//! the context moves in few large steps (a summary version). The upstream then gets the
+//! client's body with only `messages` changed:
 //!
 //! - for Chat Completions, the client's `system`/`developer` messages first, as sent;
 //! - one user message holding the context's preamble (rules, goal, working state, pinned
@@ -51,8 +55,10 @@
 //!
 //! `x-baton-context-policy`, `x-baton-context-action` (`rewritten`, `unchanged` or
 //! `fallback`), `x-baton-context-reason` when unchanged, `x-baton-context-run`,
-//! `x-baton-context-tokens-before` and `-after` (byte-estimated, the unit the budget is in) and
-//! `x-baton-context-summarized: FIRST-LAST` (the seqs the working state stands for).
+//! `x-baton-context-tokens-before` and `-after` (the bodies' bytes / 4, the unit the budget is
+//! in), `x-baton-context-summarized: FIRST-LAST` (the seqs the working state stands for) and
+//! `x-baton-context-cleared: N` (tool results shown as a stub), so a client sees when the
+//! prefix changed.
 
 use std::sync::Arc;
 
@@ -151,6 +157,8 @@ pub(crate) struct Report {
     before: u64,
     after: u64,
     summarized: Option<(u64, u64)>,
+    /// Tool results the context shows as a stub.
+    cleared: usize,
 }
 
 impl Report {
@@ -163,6 +171,7 @@ impl Report {
             before,
             after: before,
             summarized: None,
+            cleared: 0,
         }
     }
 
@@ -204,6 +213,9 @@ impl Report {
         if let Some((first, last)) = self.summarized {
             put("x-baton-context-summarized", format!("{first}-{last}"));
         }
+        if self.cleared > 0 {
+            put("x-baton-context-cleared", self.cleared.to_string());
+        }
     }
 }
 
@@ -220,11 +232,7 @@ pub(crate) async fn apply(call: &Call, policy: &Policy) -> (Option<Arc<Call>>, R
             );
         }
     };
-    let before: u64 = body
-        .messages
-        .iter()
-        .map(|m| u64::from(tokens::estimate_message(m)))
-        .sum();
+    let before = estimate(call.body.len());
     if before <= policy.budget {
         return (None, Report::unchanged(policy, before, "under the budget"));
     }
@@ -251,65 +259,115 @@ async fn rewrite(
     before: u64,
 ) -> anyhow::Result<Rewrite> {
     let state = &call.state;
-    let n = body.messages.len() as u64;
+    // How many stored messages each of the request's became (parallel tool results split).
+    let (messages, counts) = capture::as_stored(body.messages.clone());
+    let n: u64 = counts.iter().map(|c| *c as u64).sum();
     let named = call.capture.clone().flatten();
     let (_, run) = capture::store(state, &call.tenant, call.endpoint, named, body, None).await?;
     let mut report = Report::unchanged(policy, before, "");
     report.run = Some(run.clone());
 
-    let config = CompactionConfig::named(policy.name).with_budget(policy.budget);
+    // The strategy counts the messages' content; the budget is of the whole body. So it gets
+    // what the budget leaves beside the fields kept as sent (system, tools, …), in its own
+    // unit: the messages' share of the budget scaled by its count over their JSON's.
+    let fields: Fields<'_> = serde_json::from_slice(&call.body)?;
+    let json = fields
+        .0
+        .iter()
+        .find(|(k, _)| k == "messages")
+        .map_or(0, |(_, v)| estimate(v.get().len()));
+    let fixed = before.saturating_sub(json);
+    if fixed + MIN_BUDGET / 2 > policy.budget {
+        return Ok(Rewrite::Whole(Report {
+            reason: Some(format!(
+                "the request's fields other than its messages take {fixed} of the {} tokens",
+                policy.budget
+            )),
+            ..report
+        }));
+    }
+    let counted: u64 = messages
+        .iter()
+        .map(|m| u64::from(tokens::estimate_message(m)))
+        .sum();
+    let share = (policy.budget - fixed) as f64 * counted as f64 / json.max(1) as f64;
+    let mut config = CompactionConfig::named(policy.name).with_budget(share as u64);
+    // Every change to the context's prefix costs the provider's prompt cache a rewrite of all
+    // that follows, so the context moves in few large steps (a summary version) rather than in
+    // the clearing layer's many small ones.
+    config.settings.clear_layer = false;
     let strategy = config.build()?;
     let (prices, clear) = (PriceTable::defaults(), config.clear()?);
     let counter = tokens::ByteEstimate;
-    let compactor = Compactor {
-        strategy: &*strategy,
-        summarizer: &Offline,
-        settings: &config.settings,
-        clear,
-        prices: &prices,
-        counter: &counter,
-        force: false,
-        dry_run: false,
-    };
-    let outcome = baton_runtime::compact(&*state.store, &call.tenant, &run, &compactor).await?;
-    let (metric, declined) = match &outcome {
-        Outcome::Kept(keep) => ("kept", Some(keep.to_string())),
-        Outcome::Refused { reason, .. } => ("refused", Some(reason.to_string())),
-        Outcome::Planned { .. } => ("planned", None),
-        Outcome::Compacted(_) => ("compacted", None),
-        Outcome::Conflict(_) => ("conflict", None),
-    };
-    state.metrics.compaction(metric);
-    let context = state.store.context(&call.tenant, &run).await?;
-
     let whole = |mut report: Report, reason: &str| {
         report.reason = Some(reason.to_owned());
         Ok(Rewrite::Whole(report))
     };
-    if context.messages.last().map(|e| e.seq.0) != Some(n) {
-        return whole(
-            report,
-            "the run's history is not this conversation message for message",
-        );
+    // Once as the policy plans; again, forced, when what it left is still over the budget (the
+    // kept messages' JSON weighs more than the average the share assumed).
+    let mut built = None;
+    for force in [false, true] {
+        let compactor = Compactor {
+            strategy: &*strategy,
+            summarizer: &Offline,
+            settings: &config.settings,
+            clear,
+            prices: &prices,
+            counter: &counter,
+            force,
+            dry_run: false,
+        };
+        let outcome = baton_runtime::compact(&*state.store, &call.tenant, &run, &compactor).await?;
+        let (metric, declined) = match &outcome {
+            Outcome::Kept(keep) => ("kept", Some(keep.to_string())),
+            Outcome::Refused { reason, .. } => ("refused", Some(reason.to_string())),
+            Outcome::Planned { .. } => ("planned", None),
+            Outcome::Compacted(_) => ("compacted", None),
+            Outcome::Conflict(_) => ("conflict", None),
+        };
+        state.metrics.compaction(metric);
+        let context = state.store.context(&call.tenant, &run).await?;
+        if context.messages.last().map(|e| e.seq.0) != Some(n) {
+            return whole(
+                report,
+                "the run's history is not this conversation message for message",
+            );
+        }
+        let first = context.messages.first().map_or(n + 1, |e| e.seq.0);
+        if first <= 1 && context.cleared.is_empty() {
+            if force {
+                break;
+            }
+            let why = declined.unwrap_or_else(|| "it kept every message".into());
+            return whole(
+                report,
+                &format!("the policy kept the whole conversation: {why}"),
+            );
+        }
+        let Some(skip) = client_index(&counts, first) else {
+            return whole(
+                report,
+                "the context starts inside one of the request's messages",
+            );
+        };
+        let Some(text) = upstream_body(call, &context, skip, &counts)? else {
+            return whole(
+                report,
+                "the kept messages would break a tool call from its result",
+            );
+        };
+        let after = estimate(text.len());
+        built = Some((text, after, first, context.cleared.len()));
+        if after <= policy.budget {
+            break;
+        }
     }
-    let first = context.messages.first().map_or(n + 1, |e| e.seq.0);
-    if first <= 1 && context.cleared.is_empty() {
-        let why = declined.unwrap_or_else(|| "it kept every message".into());
-        return whole(
-            report,
-            &format!("the policy kept the whole conversation: {why}"),
-        );
-    }
-    let after = context.tokens;
+    let Some((text, after, first, cleared)) = built else {
+        return whole(report, "the policy kept the whole conversation");
+    };
     if after >= before {
         return whole(report, "the managed context would not be smaller");
     }
-    let Some(text) = upstream_body(call, &context, first)? else {
-        return whole(
-            report,
-            "the kept messages would break a tool call from its result",
-        );
-    };
     let value: Value = serde_json::from_str(&text)?;
     let rewritten = Call {
         state: call.state.clone(),
@@ -333,12 +391,24 @@ async fn rewrite(
     report.reason = None;
     report.after = after;
     report.summarized = (first > 1).then_some((1, first - 1));
+    report.cleared = cleared;
+    if after > policy.budget {
+        report.reason = Some(format!(
+            "over the budget by {} even compacted: the newest messages take it",
+            after - policy.budget
+        ));
+    }
     Ok(Rewrite::Sent(Arc::new(rewritten), report))
 }
 
 /// The body sent upstream: the client's, with `messages` as the module docs say; `None` when
 /// the kept messages would answer a tool call they do not hold.
-fn upstream_body(call: &Call, context: &Context, first: u64) -> anyhow::Result<Option<String>> {
+fn upstream_body(
+    call: &Call,
+    context: &Context,
+    skip: usize,
+    counts: &[usize],
+) -> anyhow::Result<Option<String>> {
     let fields: Fields<'_> = serde_json::from_slice(&call.body)?;
     let raw_messages = fields
         .0
@@ -347,7 +417,13 @@ fn upstream_body(call: &Call, context: &Context, first: u64) -> anyhow::Result<O
         .map(|(_, v)| *v)
         .ok_or_else(|| anyhow::anyhow!("the request has no messages"))?;
     let raw: Vec<&RawValue> = serde_json::from_str(raw_messages.get())?;
-    let skip = usize::try_from(first - 1)?;
+    if raw.len() != counts.len() {
+        anyhow::bail!(
+            "the request's messages were read as {} messages, not {}",
+            counts.len(),
+            raw.len()
+        );
+    }
     let mut messages: Vec<String> = Vec::with_capacity(raw.len() + 1 - skip.min(raw.len()));
     let chat = call.endpoint == Endpoint::Chat;
     if chat {
@@ -372,26 +448,33 @@ fn upstream_body(call: &Call, context: &Context, first: u64) -> anyhow::Result<O
         };
         messages.push(summary.to_string());
     }
-    for (i, m) in raw.iter().enumerate().skip(skip) {
-        let seq = i as u64 + 1;
-        if !context.cleared.iter().any(|s| s.0 == seq) {
+    let mut seq: u64 = counts[..skip].iter().map(|c| *c as u64).sum();
+    for (m, count) in raw.iter().zip(counts).skip(skip) {
+        let seqs = seq + 1..=seq + *count as u64;
+        seq += *count as u64;
+        if !context.cleared.iter().any(|s| seqs.contains(&s.0)) {
             messages.push(m.get().to_owned());
             continue;
         }
-        // A result the policy cleared: its stub, as the context holds it.
-        let Some(entry) = context.messages.iter().find(|e| e.seq.0 == seq) else {
-            messages.push(m.get().to_owned());
-            continue;
-        };
+        // Results the policy cleared: the message as the context holds it, stubs included.
+        let held: Vec<baton_core::Message> = context
+            .messages
+            .iter()
+            .filter(|e| seqs.contains(&e.seq.0))
+            .map(|e| e.message.clone())
+            .collect();
         match chat {
             true => messages.extend(
-                baton_wire::openai::render_message(&entry.message)
+                held.iter()
+                    .flat_map(baton_wire::openai::render_message)
+                    .map(|v| v.to_string()),
+            ),
+            false => messages.extend(
+                baton_wire::anthropic::render_request_messages(&held)
+                    .1
                     .iter()
                     .map(Value::to_string),
             ),
-            false => {
-                messages.push(baton_wire::anthropic::render_message(&entry.message).to_string())
-            }
         }
     }
     let parsed: Vec<Value> = messages
@@ -421,6 +504,29 @@ fn upstream_body(call: &Call, context: &Context, first: u64) -> anyhow::Result<O
     }
     out.push('}');
     Ok(Some(out))
+}
+
+/// The index of the request's message whose first stored message is `seq`, by how many
+/// stored messages each became; the request's length for the seq after its last. `None` when
+/// `seq` falls inside a message.
+fn client_index(counts: &[usize], seq: u64) -> Option<usize> {
+    let mut before = 0u64;
+    for (j, count) in counts.iter().enumerate() {
+        if before + 1 == seq {
+            return Some(j);
+        }
+        before += *count as u64;
+        if before + 1 > seq {
+            return None;
+        }
+    }
+    (before + 1 == seq).then_some(counts.len())
+}
+
+/// The tokens a request of `bytes` counts for, as the budget counts them: its JSON bytes / 4
+/// (rounded up). Escapes and keys make it an over-estimate, the safe side of a budget.
+fn estimate(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
 }
 
 /// A message's role, read alone.
@@ -513,6 +619,20 @@ mod tests {
                 ("a", r#""\u00e9""#)
             ]
         );
+    }
+
+    #[test]
+    fn seqs_map_to_the_requests_messages() {
+        // Three messages; the second held three parallel results, stored apart.
+        let counts = [1, 1, 3, 1];
+        assert_eq!(client_index(&counts, 1), Some(0));
+        assert_eq!(client_index(&counts, 2), Some(1));
+        assert_eq!(client_index(&counts, 3), Some(2));
+        assert_eq!(client_index(&counts, 4), None);
+        assert_eq!(client_index(&counts, 5), None);
+        assert_eq!(client_index(&counts, 6), Some(3));
+        assert_eq!(client_index(&counts, 7), Some(4));
+        assert_eq!(client_index(&counts, 8), None);
     }
 
     #[test]
