@@ -586,7 +586,9 @@ fn wrk_median(wrk: &Value, name: &str, field: &str) -> anyhow::Result<f64> {
 /// server's and the mock's own rates under the same generator, and the p99 a hit adds at 1.
 fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::Result<()> {
     let m = |name: &str, field: &str| wrk_median(wrk, name, field);
-    let mut errors = 0;
+    // The gateway's loads' errors are the figure; the baselines' (the Python mock times out
+    // under 64 connections) are printed beside it, not counted against the gateway.
+    let (mut errors, mut baseline_errors) = (0, 0);
     let mut which = Vec::new();
     for name in [
         "noop",
@@ -607,7 +609,10 @@ fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::
                     row["socket_errors_by_kind"]
                 ));
             }
-            errors += non_2xx + socket;
+            match name {
+                "hits" | "misses" | "hits_c1" => errors += non_2xx + socket,
+                _ => baseline_errors += non_2xx + socket,
+            }
         }
     }
     let (hits, misses) = (m("hits", "rps")?, m("misses", "rps")?);
@@ -615,7 +620,7 @@ fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::
     let added_p99 = m("hits_c1", "p99_ms")? - m("noop_c1", "p99_ms")?;
     writeln!(
         out,
-        "    wrk, {} connections on {} threads, {} s a load (medians of runs): baton hits {hits:.0} req/s (p99 {:.2} ms), misses {misses:.0} req/s = {:.2}x the mock's own {mock:.0} req/s; the no-op server {noop:.0} req/s; a hit adds p99 {added_p99:+.2} ms at 1 connection; {errors} non-2xx or socket errors",
+        "    wrk, {} connections on {} threads, {} s a load (medians of runs): baton hits {hits:.0} req/s (p99 {:.2} ms), misses {misses:.0} req/s = {:.2}x the mock's own {mock:.0} req/s; the no-op server {noop:.0} req/s; a hit adds p99 {added_p99:+.2} ms at 1 connection; {errors} non-2xx or socket errors through the gateway ({baseline_errors} in the baselines' own loads)",
         wrk["connections"],
         wrk["threads"],
         wrk["seconds"],
@@ -648,7 +653,7 @@ fn print_wrk(out: &mut impl Write, report: &mut Report, wrk: &Value) -> anyhow::
     );
     report.figure(
         "gateway_wrk_errors",
-        "12 gateway under wrk: non-2xx and socket errors",
+        "12 gateway under wrk: non-2xx and socket errors (its loads)",
         errors as f64,
         Unit::Count("errors"),
         Some(Target::AtMost(0.0)),

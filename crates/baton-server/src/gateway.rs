@@ -684,14 +684,35 @@ async fn run(
     // a caller that repeats the request once it has seen the whole stream finds it stored.
     upstream::release(&held).await;
     if let (Ok(answered), Some(run)) = (&result, &call.capture) {
-        tokio::spawn(capture::capture(
-            call.state.clone(),
-            call.tenant.clone(),
-            call.endpoint,
-            run.clone(),
-            call.original.clone().unwrap_or_else(|| call.value.clone()),
-            capture::Answer::of(&answered.value),
-        ));
+        // A managed call's captured request is the client's, not these bytes: captured in full.
+        let fingerprint = call.original.is_none().then(|| {
+            let answer = answered.value.body_text();
+            capture::fingerprint(
+                &call.tenant,
+                run.as_ref(),
+                call.endpoint,
+                &call.body,
+                answer,
+            )
+        });
+        match fingerprint {
+            Some(seen) if call.state.captured.contains(&seen) => {
+                call.state
+                    .metrics
+                    .capture("unchanged", std::time::Duration::ZERO);
+            }
+            _ => {
+                tokio::spawn(capture::capture(
+                    call.state.clone(),
+                    call.tenant.clone(),
+                    call.endpoint,
+                    run.clone(),
+                    call.original.clone().unwrap_or_else(|| call.value.clone()),
+                    capture::Answer::of(&answered.value),
+                    fingerprint,
+                ));
+            }
+        }
     }
     result
 }

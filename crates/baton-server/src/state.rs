@@ -85,6 +85,8 @@ pub struct AppState {
     /// The client the gateway calls upstreams with.
     pub(crate) http: reqwest::Client,
     caches: Mutex<HashMap<TenantId, Arc<Cache>>>,
+    /// The gateway calls captured lately (`gateway::capture::Recent`).
+    pub(crate) captured: crate::gateway::capture::Recent,
     draining: AtomicBool,
 }
 
@@ -102,6 +104,7 @@ impl AppState {
             metrics: Metrics::new(),
             http,
             caches: Mutex::new(HashMap::new()),
+            captured: crate::gateway::capture::Recent::new(),
             draining: AtomicBool::new(false),
         }))
     }

@@ -40,9 +40,12 @@
 //! Capture runs on a task of its own after the answer is complete, so it never delays or fails
 //! the client's request; a failure is logged and counted in
 //! `baton_gateway_captures_total{outcome="failed"}` (other outcomes: `stored`, `unchanged`,
-//! `branched`).
+//! `branched`). A call this process captured already (the same tenant, run name, route,
+//! request and answer: a cache hit, mostly) is counted `unchanged` without being captured
+//! again ([`Recent`]), which keeps the work off the hit path.
 
-use std::sync::Arc;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::{HeaderMap, HeaderName};
 use baton_core::{ContentBlock, Message, Role, RunId, TenantId};
@@ -133,7 +136,72 @@ impl Outcome {
     }
 }
 
-/// Captures one answered call, counting and logging the outcome; never fails.
+/// The calls this process captured lately, by [`fingerprint`], so that a repeat (a cache hit,
+/// mostly) skips a capture whose import could only find nothing new: the same tenant, run
+/// name, route, request bytes and answer were stored once already (a run deleted since stays
+/// deleted, as the import would have it). At most [`Recent::CAPACITY`], the oldest forgotten
+/// first; a call not remembered is captured in full, so forgetting costs time, never data.
+pub(crate) struct Recent {
+    seen: Mutex<Remembered>,
+}
+
+/// The fingerprints, as a set and in the order they came.
+type Remembered = (HashSet<[u8; 32]>, VecDeque<[u8; 32]>);
+
+impl Recent {
+    /// The most fingerprints kept (2 MiB of them).
+    pub(crate) const CAPACITY: usize = 65_536;
+
+    pub(crate) fn new() -> Self {
+        Recent {
+            seen: Mutex::new((HashSet::new(), VecDeque::new())),
+        }
+    }
+
+    pub(crate) fn contains(&self, fingerprint: &[u8; 32]) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.0.contains(fingerprint)
+    }
+
+    fn insert(&self, fingerprint: [u8; 32]) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let (set, order) = &mut *seen;
+        if set.insert(fingerprint) {
+            order.push_back(fingerprint);
+            if order.len() > Self::CAPACITY
+                && let Some(oldest) = order.pop_front()
+            {
+                set.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// What makes two captures of a call the same: the tenant, the run `x-baton-run` named (or
+/// none), the route, the request's bytes and the answer's.
+pub(crate) fn fingerprint(
+    tenant: &TenantId,
+    run: Option<&RunId>,
+    endpoint: Endpoint,
+    request: &[u8],
+    answer: &str,
+) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for field in [
+        tenant.as_str().as_bytes(),
+        run.map_or(&b""[..], |r| r.as_str().as_bytes()),
+        endpoint.operation().as_bytes(),
+        request,
+        answer.as_bytes(),
+    ] {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field);
+    }
+    hasher.finalize().into()
+}
+
+/// Captures one answered call, counting and logging the outcome; never fails. A call with a
+/// `fingerprint` is remembered once stored, so its repeats skip capture ([`Recent`]).
 pub(crate) async fn capture(
     state: Arc<AppState>,
     tenant: TenantId,
@@ -141,10 +209,16 @@ pub(crate) async fn capture(
     run: Option<RunId>,
     request: serde_json::Value,
     answer: Answer,
+    fingerprint: Option<[u8; 32]>,
 ) {
     let started = std::time::Instant::now();
     let outcome = match capture_inner(&state, &tenant, endpoint, run, &request, &answer).await {
-        Ok(outcome) => outcome.name(),
+        Ok(outcome) => {
+            if let Some(fingerprint) = fingerprint {
+                state.captured.insert(fingerprint);
+            }
+            outcome.name()
+        }
         Err(e) => {
             tracing::warn!(tenant = %tenant, error = %e, "gateway capture failed");
             "failed"
@@ -299,4 +373,47 @@ fn reply_message(endpoint: Endpoint, answer: &Answer) -> anyhow::Result<Message>
         }
     };
     Ok(reply.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_calls_are_remembered_up_to_the_capacity() {
+        let recent = Recent::new();
+        let print = |i: usize| {
+            let tenant = TenantId::new("t").unwrap();
+            fingerprint(
+                &tenant,
+                None,
+                Endpoint::Messages,
+                &i.to_be_bytes(),
+                "answer",
+            )
+        };
+        for i in 0..=Recent::CAPACITY {
+            recent.insert(print(i));
+        }
+        assert!(!recent.contains(&print(0)), "the oldest is forgotten");
+        assert!(recent.contains(&print(1)));
+        assert!(recent.contains(&print(Recent::CAPACITY)));
+    }
+
+    #[test]
+    fn a_fingerprint_covers_tenant_run_route_request_and_answer() {
+        let (a, b) = (TenantId::new("a").unwrap(), TenantId::new("b").unwrap());
+        let run = RunId::new("r").unwrap();
+        let base = fingerprint(&a, None, Endpoint::Chat, b"{}", "x");
+        for other in [
+            fingerprint(&b, None, Endpoint::Chat, b"{}", "x"),
+            fingerprint(&a, Some(&run), Endpoint::Chat, b"{}", "x"),
+            fingerprint(&a, None, Endpoint::Messages, b"{}", "x"),
+            fingerprint(&a, None, Endpoint::Chat, b"{ }", "x"),
+            fingerprint(&a, None, Endpoint::Chat, b"{}", "y"),
+        ] {
+            assert_ne!(base, other);
+        }
+        assert_eq!(base, fingerprint(&a, None, Endpoint::Chat, b"{}", "x"));
+    }
 }
