@@ -33,12 +33,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
+use baton_core::prices::PriceTable;
 use baton_core::tokens::ByteEstimate;
-use baton_core::{ContentBlock, Message, Role, RunId, Seq, TenantId};
+use baton_core::{ContentBlock, Message, Role, RunId, Seq, TenantId, Timestamp};
 use baton_provider::scripted::{Script, ScriptedServer, prompt_blocks};
 use baton_server::{AppState, Config};
 use baton_sqlite::SqliteStore;
-use baton_store::{Reimport, Store};
+use baton_store::{Reimport, Store, UsageQuery};
 use baton_wire::{Format, MaxTokensField, RequestBody};
 use serde_json::{Value, json};
 
@@ -122,12 +123,27 @@ pub(crate) fn section(
     // Pass 1: capture.
     let db = dir.join("replay-capture.db");
     let s = sessions.clone();
-    let (samples, equal, unequal) = on_worker(rt, async move {
+    let (samples, equal, unequal, costs) = on_worker(rt, async move {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).await?);
         let samples = replay(&store, &s, false).await?;
         let (equal, unequal) = compare(&store, &s).await?;
-        anyhow::Ok((samples, equal, unequal))
+        let costs = costs(&store, samples.len()).await?;
+        anyhow::Ok((samples, equal, unequal, costs))
     })?;
+    let (logged, reported, responses) = costs;
+    let gap = (logged - reported).abs() / reported.max(f64::MIN_POSITIVE);
+    writeln!(
+        out,
+        "  cost of the replay's {responses} responses: call log ${logged:.4}, usage report ${reported:.4} (difference {:.3}%)",
+        gap * 100.0
+    )?;
+    report.figure(
+        "replay_cost_gap",
+        "replay: call-log cost against the usage report's (%)",
+        gap * 100.0,
+        Unit::Count("%"),
+        Some(Target::AtMost(0.01)),
+    );
     writeln!(
         out,
         "  capture: {equal} of {} sessions stored equal to a direct import of the same file",
@@ -552,6 +568,38 @@ async fn replay_one(
         .collect();
     up.shutdown().await;
     Ok((samples, bodies))
+}
+
+/// The replay's cost as the call log has it and as the usage reports price the captured runs'
+/// records (the same price table), and how many responses the usage records hold. The call
+/// log is written in the background: waited for until it holds every request.
+async fn costs(store: &Arc<dyn Store>, requests: usize) -> anyhow::Result<(f64, f64, usize)> {
+    let prices = PriceTable::defaults();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let calls = loop {
+        let calls = store
+            .calls(&tenant(), Timestamp(0), Timestamp::now())
+            .await?;
+        if calls.len() >= requests || Instant::now() > deadline {
+            break calls;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    anyhow::ensure!(
+        calls.len() == requests,
+        "{} calls logged of {requests}",
+        calls.len()
+    );
+    let logged = calls.iter().filter_map(|c| c.cost_usd).sum();
+    let usage = store.usage(&tenant(), &UsageQuery::default()).await?;
+    let reported = usage
+        .iter()
+        .filter_map(|u| {
+            let price = prices.get(u.record.model.as_deref()?)?;
+            Some(price.usage_cost(&u.record.usage))
+        })
+        .sum();
+    Ok((logged, reported, usage.len()))
 }
 
 /// The gateway's captures so far and the seconds they took, from its `/metrics`.

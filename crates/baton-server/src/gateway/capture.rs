@@ -23,6 +23,9 @@
 //! hashing the request is linear in its size, like receiving it). A hit or coalesced answer
 //! imports the same messages and reply, so a repeated request stores nothing.
 //! Secrets are redacted before anything is stored, as on import.
+//! The reply's usage, as the upstream reported it, is kept with it under the response's id
+//! (`gateway:<id>`), so the usage reports count gateway traffic, each response once: a cache hit
+//! answers with the same response and adds no record.
 //!
 //! # Branches
 //!
@@ -48,8 +51,11 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::{HeaderMap, HeaderName};
+use baton_core::usage::UsageRecord;
 use baton_core::{ContentBlock, Message, Role, RunId, TenantId};
-use baton_store::{Error, ImportRejection, Imported, NewEntry, NewImport, Origin, Reimport};
+use baton_store::{
+    Error, ImportRejection, ImportUsage, Imported, NewEntry, NewImport, Origin, Reimport,
+};
 use baton_wire::RequestBody;
 use sha2::{Digest as _, Sha256};
 
@@ -237,9 +243,17 @@ async fn capture_inner(
 ) -> anyhow::Result<Outcome> {
     let body = parse(endpoint, request)?;
     let reply = reply_message(endpoint, answer)?;
-    Ok(store(state, tenant, endpoint, run, body, Some(reply))
-        .await?
-        .0)
+    let usage = usage_record(&reply, answer);
+    let stored = store(
+        state,
+        tenant,
+        endpoint,
+        run,
+        body,
+        Some((reply.message, usage)),
+    )
+    .await?;
+    Ok(stored.0)
 }
 
 /// The conversation of a request of `endpoint`.
@@ -255,22 +269,26 @@ pub(crate) fn parse(
     })
 }
 
-/// Stores the request's conversation, and `reply` after it when there is one, in its run (or
-/// the run's branch, see the module docs): what it did, and the run that holds it now.
+/// Stores the request's conversation, and `reply` after it when there is one (with its usage,
+/// which the usage reports then count), in its run (or the run's branch, see the module docs):
+/// what it did, and the run that holds it now.
 pub(crate) async fn store(
     state: &AppState,
     tenant: &TenantId,
     endpoint: Endpoint,
     run: Option<RunId>,
     body: RequestBody,
-    reply: Option<Message>,
+    reply: Option<(Message, UsageRecord)>,
 ) -> anyhow::Result<(Outcome, RunId)> {
     let run = match run {
         Some(run) => run,
         None => derived_run(tenant, &body)?,
     };
     let (mut messages, _) = as_stored(body.messages);
-    messages.extend(reply);
+    let usage = reply.map(|(message, usage)| {
+        messages.push(message);
+        (usage, Some(messages.len() - 1))
+    });
     let mut redactions = 0;
     for message in &mut messages {
         redactions += baton_import::redact::redact_message(message);
@@ -296,7 +314,13 @@ pub(crate) async fn store(
             ..Origin::default()
         };
         let entries = messages.iter().cloned().map(NewEntry::estimated).collect();
-        let import = NewImport::new(Some(run.clone()), origin, entries, vec![]);
+        let mut import = NewImport::new(Some(run.clone()), origin, entries, vec![]);
+        import.usage = ImportUsage {
+            session: run.to_string(),
+            project: None,
+            agent: "gateway".into(),
+            records: usage.iter().cloned().collect(),
+        };
         let at = match state
             .store
             .import(tenant, vec![import.clone()], Reimport::AppendNew)
@@ -358,7 +382,7 @@ pub(crate) fn as_stored(messages: Vec<Message>) -> (Vec<Message>, Vec<usize>) {
 }
 
 /// The assistant message of a complete answer: a JSON body parsed, a stream assembled.
-fn reply_message(endpoint: Endpoint, answer: &Answer) -> anyhow::Result<Message> {
+fn reply_message(endpoint: Endpoint, answer: &Answer) -> anyhow::Result<baton_wire::Reply> {
     let text = &answer.body;
     let reply = if answer.content_type.starts_with("text/event-stream") {
         let mut stream = endpoint
@@ -372,7 +396,54 @@ fn reply_message(endpoint: Endpoint, answer: &Answer) -> anyhow::Result<Message>
             _ => endpoint.format().parse_response(text.as_bytes())?,
         }
     };
-    Ok(reply.message)
+    Ok(reply)
+}
+
+/// The provider's id of an answer: the body's `id` (`message.id`, `response.id` in a stream's
+/// first event); `None` when it has none.
+fn response_id(answer: &Answer) -> Option<String> {
+    let first = match answer.content_type.starts_with("text/event-stream") {
+        true => answer
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)?,
+        false => answer.body.as_str(),
+    };
+    let value: serde_json::Value = serde_json::from_str(first).ok()?;
+    [
+        &value["id"],
+        &value["message"]["id"],
+        &value["response"]["id"],
+    ]
+    .into_iter()
+    .find_map(|v| v.as_str())
+    .map(str::to_owned)
+}
+
+/// The usage record of a captured answer: the provider's own counts, under the response's id
+/// (`gateway:<id>`, or a digest of the answer when it has no id), so a cache hit, which answers
+/// with the same response, adds no second record: only the call that reached the upstream was
+/// paid for.
+fn usage_record(reply: &baton_wire::Reply, answer: &Answer) -> UsageRecord {
+    let response_id = response_id(answer);
+    let id = match &response_id {
+        Some(id) => format!("gateway:{id}"),
+        None => {
+            let digest: [u8; 32] = Sha256::digest(answer.body.as_bytes()).into();
+            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+            format!("gateway:sha256:{hex}")
+        }
+    };
+    UsageRecord {
+        id,
+        model: Some(reply.model.clone()).filter(|m| !m.is_empty()),
+        response_id,
+        request_id: None,
+        at: Some(baton_core::Timestamp::now()),
+        usage: reply.usage.priced(),
+        estimated: false,
+    }
 }
 
 #[cfg(test)]

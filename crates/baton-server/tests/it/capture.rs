@@ -21,6 +21,7 @@ on_both_backends!(
     no_capture_stores_no_run,
     tenants_never_see_each_others_captures,
     responses_plain_and_streamed_are_captured,
+    each_answer_is_counted_once_in_the_usage_reports,
 );
 
 /// The runs of `tenant` (none for a tenant that has never stored one).
@@ -409,4 +410,41 @@ async fn responses_plain_and_streamed_are_captured(backend: Backend) {
             "stream={stream}"
         );
     }
+}
+
+/// The usage the upstream reported for each answer is kept with the captured run, under the
+/// response's id, so the usage reports cover gateway traffic; a cache hit (the same response)
+/// adds nothing.
+async fn each_answer_is_counted_once_in_the_usage_reports(backend: Backend) {
+    let up = upstream(script());
+    let server = gateway(backend, &up, |_| {}).await;
+    let extra = [("x-baton-run", "usage")];
+    let (request, got) = anthropic_tool_conversation(&server, false, &extra).await;
+    settled(&server, 2).await;
+    let again = call(&server, "/v1/messages", &request, &extra).await;
+    assert_eq!(again.cache(), "hit");
+    settled(&server, 3).await;
+    let query = baton_store::UsageQuery::default();
+    let usage = server.store.usage(&acme(), &query).await.unwrap();
+    assert_eq!(
+        usage.len(),
+        2,
+        "one record per upstream response: {usage:?}"
+    );
+    let id = got.json()["id"].as_str().unwrap().to_owned();
+    let last = usage
+        .iter()
+        .find(|u| u.record.response_id.as_deref() == Some(id.as_str()))
+        .expect("the last answer's record");
+    let reported = baton_wire::Format::Anthropic
+        .parse_response(&got.body)
+        .unwrap()
+        .usage;
+    assert_eq!(last.record.usage, reported.priced());
+    assert_eq!(last.record.id, format!("gateway:{id}"));
+    assert_eq!(
+        (last.run.as_str(), last.agent.as_str()),
+        ("usage", "gateway")
+    );
+    assert!(!last.record.estimated);
 }
