@@ -697,9 +697,7 @@ async fn run(
         });
         match fingerprint {
             Some(seen) if call.state.captured.contains(&seen) => {
-                call.state
-                    .metrics
-                    .capture("unchanged", std::time::Duration::ZERO);
+                call.state.metrics.capture("unchanged", None);
             }
             _ => {
                 tokio::spawn(capture::capture(

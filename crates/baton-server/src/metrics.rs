@@ -181,14 +181,16 @@ impl Metrics {
     }
 
     /// Counts a gateway capture by its outcome (`stored`, `unchanged`, `branched`, `failed`)
-    /// and how long it took.
-    pub fn capture(&self, outcome: &str, took: std::time::Duration) {
+    /// and how long it took; `None` for one skipped as a repeat, which took no capture.
+    pub fn capture(&self, outcome: &str, took: Option<std::time::Duration>) {
         self.captures
             .get_or_create(&Outcome {
                 outcome: outcome.to_owned(),
             })
             .inc();
-        self.capture_seconds.observe(took.as_secs_f64());
+        if let Some(took) = took {
+            self.capture_seconds.observe(took.as_secs_f64());
+        }
     }
 
     /// Counts a cache outcome (`hit`, `miss`, `coalesced`, `bypass`).

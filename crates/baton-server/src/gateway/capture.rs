@@ -230,7 +230,7 @@ pub(crate) async fn capture(
             "failed"
         }
     };
-    state.metrics.capture(outcome, started.elapsed());
+    state.metrics.capture(outcome, Some(started.elapsed()));
 }
 
 async fn capture_inner(

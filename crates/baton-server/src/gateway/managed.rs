@@ -33,6 +33,10 @@
 //!   `cache_control` breakpoints and every field baton does not read travel untouched); only a
 //!   tool result the policy cleared is replaced by its stub.
 //!
+//! A message holding a result the `clear-tool-results` policy cleared is the one exception: it
+//! is rebuilt from the run's copy (so its other parts are the redacted, stored ones, without
+//! `cache_control`).
+//!
 //! Every other field (`system`, `tools`, `tool_choice`, `metadata`, …) is copied as its raw
 //! JSON text. So between two compactions each request's upstream body extends the previous one
 //! by its new messages: the prefix is stable and the provider's prompt cache keeps hitting;
@@ -49,7 +53,11 @@
 //! When the upstream answers a rewritten request with a client error (4xx other than 401, 403,
 //! 408, 409 and 429, which say nothing about the body), the client's own request is sent once
 //! instead, and the response says so (`x-baton-context-action: fallback`, the upstream's status
-//! in `-reason`); the failure is logged with its policy.
+//! in `-reason`); the failure is logged with its policy. With an `Idempotency-Key`, the key's
+//! record is the rewritten call's (a retryable failure then), and the fallback runs without it.
+//!
+//! The request's messages are in the run before the call is made, whatever becomes of it: a
+//! request over the budget is history as soon as it arrives.
 //!
 //! # What every answer says
 //!
@@ -327,13 +335,16 @@ async fn rewrite(
         };
         state.metrics.compaction(metric);
         let context = state.store.context(&call.tenant, &run).await?;
-        if context.messages.last().map(|e| e.seq.0) != Some(n) {
+        // The run holds the request's messages (the store matched them by digest), and more
+        // when this is a repeat of a request whose reply was captured since: the rewrite is
+        // then the one the first call sent, as long as the summary covers none of the more.
+        let first = context.messages.first().map_or(n + 1, |e| e.seq.0);
+        if context.messages.last().is_none_or(|e| e.seq.0 < n) || first > n {
             return whole(
                 report,
                 "the run's history is not this conversation message for message",
             );
         }
-        let first = context.messages.first().map_or(n + 1, |e| e.seq.0);
         if first <= 1 && context.cleared.is_empty() {
             if force {
                 break;
@@ -588,7 +599,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
                 let mut fields = Vec::new();
                 while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
-                    fields.push((key, value));
+                    // A repeated key: its last value, as every other reader of the body takes.
+                    match fields.iter_mut().find(|(k, _)| *k == key) {
+                        Some(field) => field.1 = value,
+                        None => fields.push((key, value)),
+                    }
                 }
                 Ok(Fields(fields))
             }
@@ -618,6 +633,24 @@ mod tests {
                 ("messages", r#"[ {"role":"user"} ]"#),
                 ("a", r#""\u00e9""#)
             ]
+        );
+    }
+
+    #[test]
+    fn a_repeated_field_is_read_as_its_last_value() {
+        let body = br#"{"messages": [1], "model": "m", "messages": [2]}"#;
+        let fields: Fields<'_> = serde_json::from_slice(body).unwrap();
+        let got: Vec<(&str, &str)> = fields
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.get()))
+            .collect();
+        assert_eq!(got, [("messages", "[2]"), ("model", r#""m""#)]);
+        let serde: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            serde["messages"],
+            serde_json::json!([2]),
+            "as serde reads it"
         );
     }
 

@@ -152,6 +152,15 @@ async fn a_long_anthropic_conversation_is_sent_as_state_and_tail(backend: Backen
         messages.len() + 1
     );
 
+    // The same request again (a retry, a regenerate), once its reply is in the run: the same
+    // rewrite, so the cache answers it.
+    let again = call(&server, path, &request, &extra).await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(header(&again, "x-baton-context-action"), "rewritten");
+    assert_eq!(header(&again, "x-baton-context-summarized"), summarized);
+    assert_eq!(again.cache(), "hit");
+    assert_eq!(again.body, got.body);
+
     // The next request adds the reply and a question: the upstream body is the previous one
     // with the new messages at its end (a stable prefix for the provider's prompt cache).
     messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Answer 0."}]}));
