@@ -140,6 +140,25 @@ pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
     })
 }
 
+/// For each item of a request's `input` list, the index of the message of [`parse_request`]'s
+/// `messages` it is read into (`None` for an item that carries none, such as `reasoning`), so
+/// a caller can map messages back to the items that made them; empty when `input` is not a
+/// list.
+pub fn input_messages(value: &Value) -> Result<Vec<Option<usize>>, Error> {
+    let Some(Value::Array(items)) = value.get("input") else {
+        return Ok(Vec::new());
+    };
+    let (mut messages, mut system) = (Vec::new(), Vec::new());
+    let shape = |m: &Vec<Message>| (m.len(), m.last().map_or(0, |m| m.content.len()));
+    let mut owners = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let before = shape(&messages);
+        read_item(item, i, &mut messages, &mut system)?;
+        owners.push((shape(&messages) != before).then(|| messages.len() - 1));
+    }
+    Ok(owners)
+}
+
 fn read_item(
     item: &Value,
     i: usize,

@@ -7,10 +7,14 @@
 //! `x-baton-context: structured | budget | clear-tool-results | sliding` names the policy (a
 //! compaction strategy that needs no model), `x-baton-context-budget: N` the tokens the
 //! conversation may take before it is compacted (default [`DEFAULT_BUDGET`]). Both are baton's
-//! own headers and are not forwarded. It works on `POST /v1/messages` and
-//! `POST /v1/chat/completions`, and needs capture (the run is where the history lives); on
-//! another route, with `--no-capture` or with a policy it does not know, the request is refused
-//! (400, in the vendor's shape) rather than silently sent whole.
+//! own headers and are not forwarded. It works on `POST /v1/messages`,
+//! `POST /v1/chat/completions` and `POST /v1/responses` (whose `input` items it keeps the same
+//! way: system and developer messages first, then the summary as an `input_text` message, then
+//! the client's items from the first kept message on, with the `reasoning` items just before
+//! it; a request with `previous_response_id` goes whole, since the upstream holds that
+//! conversation; `clear-tool-results` is refused there), and needs capture (the run is where
+//! the history lives); on embeddings, with `--no-capture` or with a policy it does not know,
+//! the request is refused (400, in the vendor's shape) rather than silently sent whole.
 //!
 //! # What is sent
 //!
@@ -128,11 +132,15 @@ pub(crate) fn requested(
             POLICIES.join(", ")
         )));
     };
-    if !matches!(endpoint, Endpoint::Messages | Endpoint::Chat) {
-        return Err(invalid(format!(
-            "x-baton-context: managed context works on /v1/messages and /v1/chat/completions, not on {}",
-            endpoint.operation()
-        )));
+    if endpoint == Endpoint::Embeddings {
+        return Err(invalid(
+            "x-baton-context: managed context works on /v1/messages, /v1/chat/completions and /v1/responses, not on embeddings".into(),
+        ));
+    }
+    if endpoint == Endpoint::Responses && *name == "clear-tool-results" {
+        return Err(invalid(
+            "x-baton-context: clear-tool-results rewrites tool results, which baton does not rebuild as Responses input items; use structured, budget or sliding".into(),
+        ));
     }
     if !capture {
         return Err(invalid(
@@ -241,6 +249,22 @@ pub(crate) async fn apply(call: &Call, policy: &Policy) -> (Option<Arc<Call>>, R
         }
     };
     let before = estimate(call.body.len());
+    if call.endpoint == Endpoint::Responses {
+        if call
+            .value
+            .get("previous_response_id")
+            .is_some_and(|v| !v.is_null())
+        {
+            let why = "previous_response_id: the upstream holds the conversation";
+            return (None, Report::unchanged(policy, before, why));
+        }
+        if !call.value["input"].is_array() {
+            return (
+                None,
+                Report::unchanged(policy, before, "the input is one text"),
+            );
+        }
+    }
     if before <= policy.budget {
         return (None, Report::unchanged(policy, before, "under the budget"));
     }
@@ -282,7 +306,7 @@ async fn rewrite(
     let json = fields
         .0
         .iter()
-        .find(|(k, _)| k == "messages")
+        .find(|(k, _)| k == list_key(call.endpoint))
         .map_or(0, |(_, v)| estimate(v.get().len()));
     let fixed = before.saturating_sub(json);
     if fixed + MIN_BUDGET / 2 > policy.budget {
@@ -412,8 +436,8 @@ async fn rewrite(
     Ok(Rewrite::Sent(Arc::new(rewritten), report))
 }
 
-/// The body sent upstream: the client's, with `messages` as the module docs say; `None` when
-/// the kept messages would answer a tool call they do not hold.
+/// The body sent upstream: the client's, with `messages` (`input` for the Responses API) as the
+/// module docs say; `None` when the kept messages would answer a tool call they do not hold.
 fn upstream_body(
     call: &Call,
     context: &Context,
@@ -421,13 +445,71 @@ fn upstream_body(
     counts: &[usize],
 ) -> anyhow::Result<Option<String>> {
     let fields: Fields<'_> = serde_json::from_slice(&call.body)?;
-    let raw_messages = fields
+    let list_key = list_key(call.endpoint);
+    let raw_list = fields
         .0
         .iter()
-        .find(|(k, _)| k == "messages")
+        .find(|(k, _)| k == list_key)
         .map(|(_, v)| *v)
-        .ok_or_else(|| anyhow::anyhow!("the request has no messages"))?;
-    let raw: Vec<&RawValue> = serde_json::from_str(raw_messages.get())?;
+        .ok_or_else(|| anyhow::anyhow!("the request has no {list_key} list"))?;
+    let raw: Vec<&RawValue> = serde_json::from_str(raw_list.get())?;
+    let summary = context.preamble().map(|preamble| {
+        format!(
+            "The conversation before this point, summarized by baton (its originals stay in the run's history):\n\n{}",
+            preamble.plain_text()
+        )
+    });
+    let list = match call.endpoint {
+        Endpoint::Responses => input_items(call, context, skip, &raw, summary)?,
+        _ => messages(call, context, skip, counts, &raw, summary)?,
+    };
+    let parsed: Vec<Value> = list
+        .iter()
+        .map(|m| serde_json::from_str(m))
+        .collect::<Result<_, _>>()?;
+    if let Some(orphan) = orphan_result(&parsed) {
+        tracing::debug!(orphan, "managed context would orphan a tool result");
+        return Ok(None);
+    }
+    let mut out = String::with_capacity(call.body.len());
+    out.push('{');
+    for (i, (key, value)) in fields.0.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key)?);
+        out.push(':');
+        match key == list_key {
+            true => {
+                out.push('[');
+                out.push_str(&list.join(","));
+                out.push(']');
+            }
+            false => out.push_str(value.get()),
+        }
+    }
+    out.push('}');
+    Ok(Some(out))
+}
+
+/// The field holding the conversation: `input` in the Responses API, `messages` elsewhere.
+fn list_key(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Responses => "input",
+        _ => "messages",
+    }
+}
+
+/// The `messages` of a Messages or Chat Completions request: Chat's system and developer
+/// messages, the summary, then the client's own from request message `skip` on.
+fn messages(
+    call: &Call,
+    context: &Context,
+    skip: usize,
+    counts: &[usize],
+    raw: &[&RawValue],
+    summary: Option<String>,
+) -> anyhow::Result<Vec<String>> {
     if raw.len() != counts.len() {
         anyhow::bail!(
             "the request's messages were read as {} messages, not {}",
@@ -446,11 +528,7 @@ fn upstream_body(
             }
         }
     }
-    if let Some(preamble) = context.preamble() {
-        let text = format!(
-            "The conversation before this point, summarized by baton (its originals stay in the run's history):\n\n{}",
-            preamble.plain_text()
-        );
+    if let Some(text) = summary {
         let summary = match chat {
             true => serde_json::json!({"role": "user", "content": text}),
             false => {
@@ -488,33 +566,51 @@ fn upstream_body(
             ),
         }
     }
-    let parsed: Vec<Value> = messages
+    Ok(messages)
+}
+
+/// The `input` of a Responses request: its system and developer messages, the summary, then the
+/// client's own items from the first that makes message `skip` on, with the `reasoning` items
+/// just before it (the API wants a reasoning item followed by what it produced).
+fn input_items(
+    call: &Call,
+    context: &Context,
+    skip: usize,
+    raw: &[&RawValue],
+    summary: Option<String>,
+) -> anyhow::Result<Vec<String>> {
+    let owners = baton_wire::responses::input_messages(&call.value)?;
+    if owners.len() != raw.len() {
+        anyhow::bail!(
+            "the request's input was read as {} items, not {}",
+            owners.len(),
+            raw.len()
+        );
+    }
+    if !context.cleared.is_empty() {
+        anyhow::bail!("cleared tool results are not rebuilt as Responses input items");
+    }
+    let mut start = owners
         .iter()
-        .map(|m| serde_json::from_str(m))
-        .collect::<Result<_, _>>()?;
-    if let Some(orphan) = orphan_result(&parsed) {
-        tracing::debug!(orphan, "managed context would orphan a tool result");
-        return Ok(None);
+        .position(|o| o.is_some_and(|m| m >= skip))
+        .unwrap_or(raw.len());
+    while start > 0 && owners[start - 1].is_none() {
+        start -= 1;
     }
-    let mut out = String::with_capacity(call.body.len());
-    out.push('{');
-    for (i, (key, value)) in fields.0.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&serde_json::to_string(key)?);
-        out.push(':');
-        match key.as_str() {
-            "messages" => {
-                out.push('[');
-                out.push_str(&messages.join(","));
-                out.push(']');
-            }
-            _ => out.push_str(value.get()),
+    let mut items = Vec::with_capacity(raw.len() - start + 1);
+    for item in &raw[..start] {
+        let role: RoleOnly = serde_json::from_str(item.get())?;
+        if matches!(role.role.as_str(), "system" | "developer") {
+            items.push(item.get().to_owned());
         }
     }
-    out.push('}');
-    Ok(Some(out))
+    if let Some(text) = summary {
+        let summary = serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}]});
+        items.push(summary.to_string());
+    }
+    items.extend(raw[start..].iter().map(|i| i.get().to_owned()));
+    Ok(items)
 }
 
 /// The index of the request's message whose first stored message is `seq`, by how many
@@ -547,8 +643,9 @@ struct RoleOnly {
     role: String,
 }
 
-/// The id of a tool result among `messages` (in either vendor's shape) that answers no tool
-/// call of an earlier message, if any. Read from the JSON as the vendors define it.
+/// The id of a tool result among `messages` (in any vendor's shape: Anthropic blocks, Chat
+/// `tool` messages, Responses items) that answers no tool call of an earlier one, if any.
+/// Read from the JSON as the vendors define it.
 fn orphan_result(messages: &[Value]) -> Option<String> {
     let mut calls = std::collections::HashSet::new();
     for m in messages {
@@ -563,6 +660,19 @@ fn orphan_result(messages: &[Value]) -> Option<String> {
             if !calls.contains(id) {
                 return Some(id.to_owned());
             }
+        }
+        // Responses: function_call items, and function_call_output items answering them.
+        match m["type"].as_str() {
+            Some("function_call") => {
+                calls.insert(m["call_id"].as_str().unwrap_or_default().to_owned());
+            }
+            Some("function_call_output") => {
+                let id = m["call_id"].as_str().unwrap_or_default();
+                if !calls.contains(id) {
+                    return Some(id.to_owned());
+                }
+            }
+            _ => {}
         }
         // Anthropic: tool_use blocks, and tool_result blocks answering them.
         for block in m["content"].as_array().into_iter().flatten() {

@@ -17,6 +17,7 @@ on_both_backends!(
     a_chat_conversation_keeps_its_system_message_first,
     a_conversation_under_the_budget_goes_whole,
     a_refused_rewrite_falls_back_to_the_clients_request,
+    a_responses_conversation_keeps_reasoning_with_what_it_produced,
     bad_managed_context_requests_are_refused_in_the_vendor_shape,
 );
 
@@ -290,10 +291,19 @@ async fn bad_managed_context_requests_are_refused_in_the_vendor_shape(backend: B
         &server,
         "/v1/responses",
         &responses,
-        &[("x-baton-context", "structured")],
+        &[("x-baton-context", "clear-tool-results")],
     )
     .await;
     assert_vendor_error(&got, "/v1/responses", 400, "invalid-context-policy");
+    let embeddings = json!({"model": "text-embedding-3-small", "input": "hi"});
+    let got = call(
+        &server,
+        "/v1/embeddings",
+        &embeddings,
+        &[("x-baton-context", "structured")],
+    )
+    .await;
+    assert_vendor_error(&got, "/v1/embeddings", 400, "invalid-context-policy");
     drop(server);
     let server = gateway(backend, &up, |c| c.capture = false).await;
     let got = call(
@@ -305,4 +315,63 @@ async fn bad_managed_context_requests_are_refused_in_the_vendor_shape(backend: B
     .await;
     assert_vendor_error(&got, path, 400, "invalid-context-policy");
     assert!(up.requests().is_empty(), "nothing reached the upstream");
+}
+
+/// Codex's shape: the Responses API with `input` items, reasoning items before the calls they
+/// produced. The kept items are the client's own, the first kept call keeps its reasoning, and
+/// the developer message stays first.
+async fn a_responses_conversation_keeps_reasoning_with_what_it_produced(backend: Backend) {
+    let up = upstream(replies(1));
+    let server = gateway(backend, &up, |_| {}).await;
+    let mut input = vec![
+        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}),
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Task: find every caller of load_config."}]}),
+    ];
+    for i in 0..30 {
+        let id = format!("call_{i:04}");
+        input.push(json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [], "encrypted_content": format!("gAAAA{i}")}));
+        input.push(
+            json!({"type": "function_call", "call_id": id, "name": "shell",
+            "arguments": format!("{{\"cmd\":\"cat src/part_{i}.rs\"}}")}),
+        );
+        input.push(json!({"type": "function_call_output", "call_id": id, "output": file_text(i)}));
+    }
+    let request = json!({"model": "gpt-5-codex", "store": false, "input": input,
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]});
+    let extra = [
+        ("x-baton-context", "structured"),
+        ("x-baton-context-budget", BUDGET),
+    ];
+    let got = call(&server, "/v1/responses", &request, &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(
+        header(&got, "x-baton-context-action"),
+        "rewritten",
+        "{:?}",
+        got.headers
+    );
+    let recorded = up.requests().last().unwrap().clone();
+    let sent = recorded.body["input"].as_array().unwrap().clone();
+    assert!(sent.len() < input.len());
+    assert_eq!(sent[0], input[0], "the developer message stays first");
+    assert_eq!(sent[1]["content"][0]["type"], "input_text");
+    assert!(
+        sent[1]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("summarized by baton")
+    );
+    // The tail is the client's end of the input, from a reasoning item on, byte for byte.
+    let tail = &sent[2..];
+    assert_eq!(tail[0]["type"], "reasoning", "{}", tail[0]);
+    assert_eq!(tail, &input[input.len() - tail.len()..]);
+    for item in tail {
+        assert!(recorded.text.contains(&item.to_string()));
+    }
+    // A request continuing a stored response goes whole.
+    let continued = json!({"model": "gpt-5-codex", "previous_response_id": "resp_1",
+        "input": input});
+    let got = call(&server, "/v1/responses", &continued, &extra).await;
+    assert_eq!(header(&got, "x-baton-context-action"), "unchanged");
+    assert!(header(&got, "x-baton-context-reason").contains("previous_response_id"));
 }

@@ -178,3 +178,37 @@ fn cache_and_reasoning_tokens_from_the_real_fields() {
         (200, 800, 300, 250)
     );
 }
+
+#[test]
+fn input_items_map_to_the_messages_they_are_read_into() {
+    let value = json!({"model": "m", "input": [
+        {"role": "developer", "content": "rules"},
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "x"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a"},
+        {"type": "function_call_output", "call_id": "c2", "output": "b"},
+    ]});
+    let owners = super::input_messages(&value).unwrap();
+    assert_eq!(
+        owners,
+        [
+            Some(0),
+            Some(1),
+            None,
+            Some(2),
+            Some(2),
+            Some(2),
+            Some(3),
+            Some(4)
+        ]
+    );
+    let messages = super::parse_request(&value).unwrap().messages;
+    assert_eq!(messages.len(), 5);
+    assert_eq!(
+        super::input_messages(&json!({"model": "m", "input": "hi"})).unwrap(),
+        []
+    );
+}
