@@ -207,6 +207,20 @@ pub enum Outcome<R> {
     Conflict(R),
 }
 
+impl<R> Outcome<R> {
+    /// Its name, as metrics and reports count it: `kept`, `refused`, `planned`, `compacted`,
+    /// `conflict`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Kept(_) => "kept",
+            Outcome::Refused { .. } => "refused",
+            Outcome::Planned { .. } => "planned",
+            Outcome::Compacted(_) => "compacted",
+            Outcome::Conflict(_) => "conflict",
+        }
+    }
+}
+
 /// What went wrong, other than an expected outcome. Exhaustive: a caller maps each case.
 #[derive(Debug)]
 pub enum Error<E, R> {

@@ -347,14 +347,7 @@ async fn compact(
             other => Problem::internal(&other),
         })?;
     let name = strategy.name();
-    let metric = match &outcome {
-        Outcome::Kept(_) => "kept",
-        Outcome::Refused { .. } => "refused",
-        Outcome::Planned { .. } => "planned",
-        Outcome::Compacted(_) => "compacted",
-        Outcome::Conflict(_) => "conflict",
-    };
-    state.metrics.compaction(metric);
+    state.metrics.compaction(outcome.name());
     let why = |value: Result<serde_json::Value, serde_json::Error>| {
         value.map(Some).map_err(|e| Problem::internal(&e))
     };

@@ -350,14 +350,12 @@ async fn rewrite(
             dry_run: false,
         };
         let outcome = baton_runtime::compact(&*state.store, &call.tenant, &run, &compactor).await?;
-        let (metric, declined) = match &outcome {
-            Outcome::Kept(keep) => ("kept", Some(keep.to_string())),
-            Outcome::Refused { reason, .. } => ("refused", Some(reason.to_string())),
-            Outcome::Planned { .. } => ("planned", None),
-            Outcome::Compacted(_) => ("compacted", None),
-            Outcome::Conflict(_) => ("conflict", None),
+        state.metrics.compaction(outcome.name());
+        let declined = match &outcome {
+            Outcome::Kept(keep) => Some(keep.to_string()),
+            Outcome::Refused { reason, .. } => Some(reason.to_string()),
+            _ => None,
         };
-        state.metrics.compaction(metric);
         let context = state.store.context(&call.tenant, &run).await?;
         // The run holds the request's messages (the store matched them by digest), and more
         // when this is a repeat of a request whose reply was captured since: the rewrite is
