@@ -211,7 +211,7 @@ async fn messages(
 }
 
 /// A model-call route of the gateway.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Endpoint {
     Chat,
     Responses,
@@ -287,7 +287,7 @@ pub(crate) struct Call {
     url: String,
     headers: HeaderMap,
     body: Bytes,
-    value: Value,
+    value: Arc<Value>,
     model: String,
     versions: BTreeMap<String, String>,
     policy: CallPolicy,
@@ -302,7 +302,7 @@ pub(crate) struct Call {
     context: Option<managed::Policy>,
     /// The client's own request, when this call sends a managed context instead: the one
     /// captured, since the run keeps the conversation as the client holds it.
-    original: Option<Value>,
+    original: Option<Arc<Value>>,
 }
 
 impl Call {
@@ -507,7 +507,7 @@ async fn prepare(
         url,
         headers: forwarded,
         body,
-        value,
+        value: Arc::new(value),
         model,
         versions,
         policy,
@@ -691,7 +691,7 @@ async fn run(
                 &call.tenant,
                 run.as_ref(),
                 call.endpoint,
-                &call.body,
+                &answered.key.0,
                 answer,
             )
         });
@@ -705,7 +705,10 @@ async fn run(
                     call.tenant.clone(),
                     call.endpoint,
                     run.clone(),
-                    call.original.clone().unwrap_or_else(|| call.value.clone()),
+                    (
+                        call.original.clone().unwrap_or_else(|| call.value.clone()),
+                        call.body.len(),
+                    ),
                     capture::Answer::of(&answered.value),
                     fingerprint,
                 ));

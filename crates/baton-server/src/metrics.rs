@@ -50,6 +50,11 @@ struct Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Read {
+    read: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Code {
     code: String,
 }
@@ -70,6 +75,7 @@ pub struct Metrics {
     tokens_saved: Family<Source, Counter>,
     captures: Family<Outcome, Counter>,
     capture_seconds: Histogram,
+    capture_reads: Family<Read, Counter>,
     blocking: Gauge,
 }
 
@@ -140,6 +146,18 @@ impl Metrics {
             "Time one gateway capture took, from the answer to the run holding it",
             capture_seconds.clone(),
         );
+        let capture_reads = Family::<Read, Counter>::default();
+        registry.register(
+            "gateway_capture_messages_read",
+            "Request messages gateway captures parsed, by how the request was read: continued \
+             (only the messages after the conversation's last capture) or whole",
+            capture_reads.clone(),
+        );
+        for read in ["continued", "whole"] {
+            let _ = capture_reads.get_or_create(&Read {
+                read: read.to_owned(),
+            });
+        }
         let blocking = Gauge::default();
         registry.register(
             "blocking_tasks",
@@ -177,7 +195,17 @@ impl Metrics {
             tokens_saved,
             captures,
             capture_seconds,
+            capture_reads,
         }
+    }
+
+    /// Counts the request messages a gateway capture parsed, read `continued` or `whole`.
+    pub fn capture_read(&self, read: &str, messages: usize) {
+        self.capture_reads
+            .get_or_create(&Read {
+                read: read.to_owned(),
+            })
+            .inc_by(messages as u64);
     }
 
     /// Counts a gateway capture by its outcome (`stored`, `unchanged`, `branched`, `failed`)

@@ -87,6 +87,8 @@ pub struct AppState {
     caches: Mutex<HashMap<TenantId, Arc<Cache>>>,
     /// The gateway calls captured lately (`gateway::capture::Recent`).
     pub(crate) captured: crate::gateway::capture::Recent,
+    /// Where each conversation's last capture stopped (`gateway::capture::Tails`).
+    pub(crate) tails: crate::gateway::capture::Tails,
     draining: AtomicBool,
 }
 
@@ -105,6 +107,7 @@ impl AppState {
             http,
             caches: Mutex::new(HashMap::new()),
             captured: crate::gateway::capture::Recent::new(),
+            tails: crate::gateway::capture::Tails::new(),
             draining: AtomicBool::new(false),
         }))
     }

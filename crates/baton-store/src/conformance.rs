@@ -102,6 +102,7 @@ macro_rules! conformance_tests {
             concurrent_first_searches_index_each_message_once,
             import_creates_a_run_with_its_origin,
             reimport_finds_the_run_and_appends_only_what_is_new,
+            an_import_continues_after_a_prefix_known_by_its_digest,
             an_edited_source_or_a_run_that_moved_on_is_not_extended,
             usage_is_kept_once_per_response_the_larger_copy,
             a_file_is_imported_whole_or_not_at_all,

@@ -128,9 +128,14 @@ pub struct NewImport {
     pub id: Option<RunId>,
     /// Where it came from.
     pub origin: Origin,
+    /// Source messages before `entries`, known only by their digest `prefix` (see
+    /// [`NewImport::after`]); 0 for a whole transcript.
+    skipped: u64,
+    /// The digest after the `skipped` messages.
+    prefix: Digest,
     /// Its messages, in order, already redacted.
     entries: Vec<NewEntry>,
-    /// `digests[i]` is the digest after `entries[..=i]`.
+    /// `digests[i]` is the digest after the prefix and `entries[..=i]`.
     digests: Vec<Digest>,
     /// The compactions the source agent performed, in order.
     pub compactions: Vec<SourceCompaction>,
@@ -146,7 +151,26 @@ impl NewImport {
         entries: Vec<NewEntry>,
         compactions: Vec<SourceCompaction>,
     ) -> Self {
-        let mut digest = Digest::empty();
+        Self::after(id, origin, (0, Digest::empty()), entries, compactions)
+    }
+
+    /// An import of a transcript's messages after its first `skipped`, which are known only by
+    /// their digest `prefix`: a caller that imported the transcript before and remembers where
+    /// it stopped (the gateway's capture) hands over only what came since, so neither side
+    /// reads, parses or hashes the messages again. The store appends `entries` when the run
+    /// holds exactly the prefix, or the prefix and some of `entries`, with the same digest.
+    /// Such an import never creates a run, never tells an older copy from an edit and never
+    /// names the first difference (it lacks the messages to): those cases are refused
+    /// ([`ImportRejection::PrefixNotHeld`], [`ImportRejection::Diverged`] with no difference
+    /// named), and the caller imports the whole transcript instead.
+    pub fn after(
+        id: Option<RunId>,
+        origin: Origin,
+        (skipped, prefix): (u64, Digest),
+        entries: Vec<NewEntry>,
+        compactions: Vec<SourceCompaction>,
+    ) -> Self {
+        let mut digest = prefix;
         let digests = entries
             .iter()
             .map(|e| {
@@ -157,6 +181,8 @@ impl NewImport {
         NewImport {
             id,
             origin,
+            skipped,
+            prefix,
             entries,
             digests,
             compactions,
@@ -164,16 +190,33 @@ impl NewImport {
         }
     }
 
-    /// The messages to import.
+    /// The messages to import (after the skipped prefix, if any).
     pub fn entries(&self) -> &[NewEntry] {
         &self.entries
     }
 
-    /// The digest after the first `n` messages (`None` past the end).
+    /// How many source messages the transcript holds: the skipped prefix and the entries.
+    pub fn len(&self) -> u64 {
+        self.skipped + self.entries.len() as u64
+    }
+
+    /// Whether the transcript holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many source messages come before [`NewImport::entries`], known by digest only.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// The digest after the first `n` messages (`None` past the end, and inside a skipped
+    /// prefix).
     pub fn digest_after(&self, n: u64) -> Option<Digest> {
-        match n {
-            0 => Some(Digest::empty()),
-            n => usize::try_from(n - 1)
+        match n.checked_sub(self.skipped) {
+            None => None,
+            Some(0) => Some(self.prefix),
+            Some(n) => usize::try_from(n - 1)
                 .ok()
                 .and_then(|i| self.digests.get(i).copied()),
         }
@@ -181,7 +224,7 @@ impl NewImport {
 
     /// The digest after every message.
     pub fn digest(&self) -> Digest {
-        self.digests.last().copied().unwrap_or_else(Digest::empty)
+        self.digests.last().copied().unwrap_or(self.prefix)
     }
 }
 
@@ -290,6 +333,20 @@ pub enum ImportRejection {
         /// The run holding the earlier import.
         run: RunId,
         /// Source messages the run holds.
+        stored: u64,
+    },
+    /// An import that continues after a prefix known by its digest ([`NewImport::after`])
+    /// found fewer source messages stored than the prefix (or no run at all): it cannot be
+    /// checked without the prefix's messages.
+    #[error(
+        "transcript {index}: the import continues after {skipped} source messages, but the store holds {stored} from that source; nothing was appended"
+    )]
+    PrefixNotHeld {
+        /// The transcript's place in the file.
+        index: usize,
+        /// Source messages the import skipped.
+        skipped: u64,
+        /// Source messages stored (0 when the source has no run).
         stored: u64,
     },
     /// Messages were appended to the imported run by other means, so the source's new
@@ -552,7 +609,7 @@ pub(crate) fn refine_divergence(
     };
     let before_last = n.checked_sub(1).and_then(|k| import.digest_after(k));
     match before_last {
-        Some(d) if d.then(last_stored) == stored.digest && import.entries.len() as u64 >= n => {
+        Some(d) if d.then(last_stored) == stored.digest && import.len() >= n => {
             ImportRejection::LastMessageChanged {
                 index,
                 run,
@@ -581,7 +638,7 @@ pub fn is_older_copy<'a>(
         digest = digest.then(message);
         n += 1;
     }
-    n == import.entries.len() && digest == import.digest()
+    import.skipped == 0 && n == import.entries.len() && digest == import.digest()
 }
 
 /// Decides what to do with `import` (transcript `index` of its file) when its source key names
@@ -593,7 +650,14 @@ pub(crate) fn decide(
     stored: Stored,
     reimport: Reimport,
 ) -> Result<Decision, ImportRejection> {
-    let total = import.entries.len() as u64;
+    let total = import.len();
+    if stored.source_messages < import.skipped {
+        return Err(ImportRejection::PrefixNotHeld {
+            index,
+            skipped: import.skipped,
+            stored: stored.source_messages,
+        });
+    }
     if import.digest_after(stored.source_messages) != Some(stored.digest) {
         return Err(ImportRejection::Diverged {
             index,
@@ -611,7 +675,7 @@ pub(crate) fn decide(
         // then the file was read): record it, with nothing to append.
         if reimport != Reimport::No && compactions_from < import.compactions.len() {
             return Ok(Decision::Append {
-                from: import.entries.len(),
+                from: usize::try_from(total).unwrap_or(usize::MAX),
                 compactions_from,
             });
         }
@@ -651,6 +715,14 @@ async fn name_difference(
     else {
         return Ok(why);
     };
+    if import.skipped > 0 {
+        return Ok(ImportRejection::Diverged {
+            index,
+            run,
+            stored,
+            first: None,
+        });
+    }
     const CHUNK: u64 = 256;
     let mut from = Seq(1);
     let mut first = None;
@@ -738,6 +810,15 @@ pub(crate) async fn store<B: Backend>(
                         Some((run, at)) if reimport != Reimport::Restore => {
                             outcomes.push(Imported::Deleted { run, at });
                             continue;
+                        }
+                        // A run is made of a whole transcript only.
+                        _ if import.skipped > 0 => {
+                            return Err(ImportRejection::PrefixNotHeld {
+                                index,
+                                skipped: import.skipped,
+                                stored: 0,
+                            }
+                            .into());
                         }
                         Some(_) => {
                             tx.restore_source(&tenant, key).await?;
@@ -846,7 +927,7 @@ async fn create(
         origin: &import.origin,
         parent,
         models: &models,
-        messages: import.entries().len() as u64,
+        messages: import.len(),
         digest: import.digest(),
         now,
     };
@@ -874,7 +955,7 @@ async fn extend(
     };
     let decision = match decide(import, index, run, stored, reimport) {
         Ok(decision) => decision,
-        Err(why) if (import.entries().len() as u64) < stored.source_messages => {
+        Err(why) if import.skipped == 0 && import.len() < stored.source_messages => {
             // An older copy of the source holds nothing new.
             let prefix = match import.entries().len() as u64 {
                 0 => Vec::new(),
@@ -927,7 +1008,10 @@ async fn extend(
             status: row.status,
         });
     }
-    let appended = prepared.get(from..).unwrap_or_default();
+    let skipped = usize::try_from(import.skipped).unwrap_or(usize::MAX);
+    let appended = prepared
+        .get(from.saturating_sub(skipped)..)
+        .unwrap_or_default();
     tx.insert_entries(row.pk, row.last_seq, appended, now)
         .await?;
     tx.insert_compactions(row.pk, &import.compactions, compactions_from)
@@ -937,7 +1021,7 @@ async fn extend(
         origin: &import.origin,
         parent: None,
         models: &models,
-        messages: import.entries().len() as u64,
+        messages: import.len(),
         digest: import.digest(),
         now,
     };

@@ -238,6 +238,14 @@ impl Format {
         }
     }
 
+    /// Parses one message of a request's `messages` list.
+    pub fn parse_message(self, value: &Value) -> Result<Message, Error> {
+        match self {
+            Format::Anthropic => anthropic::parse_message(value),
+            Format::OpenAi => openai::parse_message(value),
+        }
+    }
+
     /// Checks a request's messages the way the vendor's API does (see
     /// [`anthropic::check_messages`] and [`openai::check_messages`]).
     pub fn check_messages(self, messages: &[Message]) -> Result<(), Error> {

@@ -7,7 +7,8 @@
 //!   refused before the call with 400, kind `invalid-run-name`, in the vendor's error shape).
 //! - Without the header the run is derived from the conversation: `gw-` and the first 24 hex
 //!   digits of SHA-256 over the tenant, the system prompt and the messages up to and including
-//!   the first user message. Every later request of one conversation repeats those, so they all
+//!   the first user message (on Chat Completions, the system prompt is the system messages
+//!   among those). Every later request of one conversation repeats those, so they all
 //!   land in one run; two conversations that open with the same system prompt and the same
 //!   first question share a run until they differ, where the later one branches (below). The
 //!   tenant is in the hash only so that ids do not tell tenants' conversations apart; runs are
@@ -19,9 +20,26 @@
 //! key `gateway:<run id>`: each request is an import of its messages followed by the reply's
 //! assistant message (a streamed reply assembled), with [`Reimport::AppendNew`]. The store
 //! compares the request's rolling digest at the length it holds with its own, so only the new
-//! messages are appended and no history is read back (O(new messages) in the store; parsing and
-//! hashing the request is linear in its size, like receiving it). A hit or coalesced answer
-//! imports the same messages and reply, so a repeated request stores nothing.
+//! messages are appended and no history is read back. A hit or coalesced answer imports the
+//! same messages and reply, so a repeated request stores nothing.
+//!
+//! # Work per request
+//!
+//! A request repeats its whole conversation, so reading all of it each time would make a
+//! conversation's capture quadratic. [`Tails`] remembers, per conversation, the last request
+//! captured (shared, not copied: the gateway holds it anyway) and where its messages ended in
+//! the run: how many source messages they became and their rolling digest. The next request
+//! of the conversation on Messages or Chat Completions is compared with it message by message
+//! (an equality test on parsed JSON, no hashing, no allocation); when it starts with the same
+//! messages, only the messages after them (the last reply, as the client sends it back, and
+//! what is new) are parsed, split, redacted and digested, and are handed to the store as an
+//! import that continues after the remembered prefix ([`NewImport::after`]), which checks the
+//! digest as for any import. Anything else (a first request, a rewritten conversation, a run
+//! that moved on, a conversation forgotten or captured by another process, the Responses API,
+//! whose input items do not map one for one onto messages) takes the whole path above, which
+//! gives the same run: the continuation is only a shortcut to it.
+//! The memory is bounded ([`Tails::CAPACITY`] conversations, [`Tails::BYTES`] of requests; the
+//! least recently captured forgotten first).
 //! Secrets are redacted before anything is stored, as on import.
 //! The reply's usage, as the upstream reported it, is kept with it under the response's id
 //! (`gateway:<id>`), so the usage reports count gateway traffic, each response once: a cache hit
@@ -47,16 +65,17 @@
 //! request and answer: a cache hit, mostly) is counted `unchanged` without being captured
 //! again ([`Recent`]), which keeps the work off the hit path.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::{HeaderMap, HeaderName};
 use baton_core::usage::UsageRecord;
 use baton_core::{ContentBlock, Message, Role, RunId, TenantId};
 use baton_store::{
-    Error, ImportRejection, ImportUsage, Imported, NewEntry, NewImport, Origin, Reimport,
+    Digest, Error, ImportRejection, ImportUsage, Imported, NewEntry, NewImport, Origin, Reimport,
 };
 use baton_wire::RequestBody;
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::Endpoint;
@@ -97,19 +116,39 @@ pub(crate) fn named_run(headers: &HeaderMap) -> Result<Option<RunId>, String> {
         .map_err(|e| format!("x-baton-run: {e}"))
 }
 
-/// The run derived from a conversation (see the module docs).
+/// The run derived from a conversation (see the module docs): `request` needs to hold its
+/// messages up to the first user message only ([`head`]).
 pub(crate) fn derived_run(
     tenant: &TenantId,
+    endpoint: Endpoint,
     request: &RequestBody,
 ) -> Result<RunId, baton_core::Error> {
+    let head = request
+        .messages
+        .iter()
+        .position(|m| m.role == Role::User)
+        .map_or(request.messages.len(), |i| i + 1);
+    let head = &request.messages[..head];
+    let system = match endpoint {
+        Endpoint::Chat => {
+            let texts: Vec<String> = head
+                .iter()
+                .filter(|m| m.role == Role::System)
+                .map(Message::plain_text)
+                .filter(|t| !t.is_empty())
+                .collect();
+            texts.join("\n\n")
+        }
+        _ => request.system.clone().unwrap_or_default(),
+    };
     let mut hasher = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hasher.update((bytes.len() as u64).to_be_bytes());
         hasher.update(bytes);
     };
     field(tenant.as_str().as_bytes());
-    field(request.system.as_deref().unwrap_or("").as_bytes());
-    for message in &request.messages {
+    field(system.as_bytes());
+    for message in head {
         field(
             serde_json::to_string(message)
                 .unwrap_or_default()
@@ -184,12 +223,13 @@ impl Recent {
 }
 
 /// What makes two captures of a call the same: the tenant, the run `x-baton-run` named (or
-/// none), the route, the request's bytes and the answer's.
+/// none), the route, the request's key (it covers every field of the request capture reads)
+/// and the answer's bytes.
 pub(crate) fn fingerprint(
     tenant: &TenantId,
     run: Option<&RunId>,
     endpoint: Endpoint,
-    request: &[u8],
+    key: &[u8],
     answer: &str,
 ) -> [u8; 32] {
     let mut hasher = Sha256::new();
@@ -197,7 +237,7 @@ pub(crate) fn fingerprint(
         tenant.as_str().as_bytes(),
         run.map_or(&b""[..], |r| r.as_str().as_bytes()),
         endpoint.operation().as_bytes(),
-        request,
+        key,
         answer.as_bytes(),
     ] {
         hasher.update((field.len() as u64).to_be_bytes());
@@ -206,19 +246,141 @@ pub(crate) fn fingerprint(
     hasher.finalize().into()
 }
 
+/// Where each conversation's last capture stopped, so the next request of it is read only from
+/// there (see "Work per request" in the module docs).
+pub(crate) struct Tails {
+    inner: Mutex<TailMap>,
+}
+
+/// A conversation: its tenant, route and run (as named or derived, before any branch).
+type TailKey = (TenantId, Endpoint, RunId);
+
+#[derive(Default)]
+struct TailMap {
+    /// Each conversation's tail, stamped with the capture that left it.
+    tails: HashMap<TailKey, (u64, Tail)>,
+    /// The last stamp given.
+    clock: u64,
+    /// The remembered requests' sizes, summed.
+    bytes: usize,
+}
+
+/// The last captured request of a conversation and where its messages ended in the run.
+#[derive(Clone)]
+struct Tail {
+    /// The request, as the gateway parsed it (shared with the call, not copied).
+    request: Arc<Value>,
+    /// Its size in bytes, for the memory bound.
+    bytes: usize,
+    /// Where its messages ended in the run.
+    end: Prefix,
+    /// The run holding them (a branch, when the conversation branched) and, for a branch, its
+    /// parent's source key.
+    run: RunId,
+    parent: Option<String>,
+}
+
+/// A stored prefix of a conversation: how many source messages, their digest, and the secrets
+/// redacted in them.
+#[derive(Clone, Copy)]
+struct Prefix {
+    messages: u64,
+    digest: Digest,
+    redactions: u64,
+}
+
+impl Tails {
+    /// The most conversations remembered.
+    pub(crate) const CAPACITY: usize = 4_096;
+    /// The most request bytes remembered.
+    pub(crate) const BYTES: usize = 256 << 20;
+
+    pub(crate) fn new() -> Self {
+        Tails {
+            inner: Mutex::new(TailMap::default()),
+        }
+    }
+
+    fn get(&self, key: &TailKey) -> Option<Tail> {
+        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.tails.get(key).map(|(_, tail)| tail.clone())
+    }
+
+    fn put(&self, key: TailKey, tail: Tail) {
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = &mut *guard;
+        map.clock += 1;
+        map.bytes += tail.bytes;
+        if let Some((_, old)) = map.tails.insert(key, (map.clock, tail)) {
+            map.bytes -= old.bytes;
+        }
+        while map.tails.len() > Self::CAPACITY || map.bytes > Self::BYTES {
+            let oldest = map
+                .tails
+                .iter()
+                .min_by_key(|(_, (stamp, _))| *stamp)
+                .map(|(key, _)| key.clone());
+            match oldest.and_then(|key| map.tails.remove(&key)) {
+                Some((_, old)) => map.bytes -= old.bytes,
+                None => break,
+            }
+        }
+    }
+}
+
+/// The message list of a Messages or Chat Completions request; `None` on other routes, whose
+/// requests are always read whole.
+fn items(endpoint: Endpoint, request: &Value) -> Option<&[Value]> {
+    match endpoint {
+        Endpoint::Messages | Endpoint::Chat => request["messages"].as_array().map(Vec::as_slice),
+        Endpoint::Responses | Endpoint::Embeddings => None,
+    }
+}
+
+/// The messages of `request` after `tail`'s, when `request` starts with all of `tail`'s
+/// messages, unchanged, and holds more.
+fn continuation<'a>(endpoint: Endpoint, tail: &Tail, request: &'a Value) -> Option<&'a [Value]> {
+    let before = items(endpoint, &tail.request)?;
+    let now = items(endpoint, request)?;
+    (now.len() > before.len() && now[..before.len()] == *before).then(|| &now[before.len()..])
+}
+
+/// The start of a request's conversation, through its first user message, parsed: what the
+/// derived run and the run's title need. Routes that do not list messages one for one are
+/// parsed whole.
+fn head(endpoint: Endpoint, request: &Value) -> anyhow::Result<RequestBody> {
+    let Some(list) = items(endpoint, request) else {
+        return parse(endpoint, request);
+    };
+    let through = list
+        .iter()
+        .position(|m| m["role"] == "user")
+        .map_or(list.len(), |i| i + 1);
+    let mut head = serde_json::Map::new();
+    for field in ["model", "max_tokens", "system"] {
+        if let Some(value) = request.get(field) {
+            head.insert(field.to_owned(), value.clone());
+        }
+    }
+    head.insert("messages".into(), Value::Array(list[..through].to_vec()));
+    parse(endpoint, &Value::Object(head))
+}
+
 /// Captures one answered call, counting and logging the outcome; never fails. A call with a
-/// `fingerprint` is remembered once stored, so its repeats skip capture ([`Recent`]).
+/// `fingerprint` is remembered once stored, so its repeats skip capture ([`Recent`]); `bytes`
+/// is the request's size.
 pub(crate) async fn capture(
     state: Arc<AppState>,
     tenant: TenantId,
     endpoint: Endpoint,
     run: Option<RunId>,
-    request: serde_json::Value,
+    (request, bytes): (Arc<Value>, usize),
     answer: Answer,
     fingerprint: Option<[u8; 32]>,
 ) {
     let started = std::time::Instant::now();
-    let outcome = match capture_inner(&state, &tenant, endpoint, run, &request, &answer).await {
+    let captured = capture_inner(&state, &tenant, endpoint, run, (request, bytes), &answer);
+    let outcome = match captured.await {
         Ok(outcome) => {
             if let Some(fingerprint) = fingerprint {
                 state.captured.insert(fingerprint);
@@ -238,22 +400,47 @@ async fn capture_inner(
     tenant: &TenantId,
     endpoint: Endpoint,
     run: Option<RunId>,
-    request: &serde_json::Value,
+    (request, bytes): (Arc<Value>, usize),
     answer: &Answer,
 ) -> anyhow::Result<Outcome> {
-    let body = parse(endpoint, request)?;
     let reply = reply_message(endpoint, answer)?;
     let usage = usage_record(&reply, answer);
-    let stored = store(
-        state,
-        tenant,
-        endpoint,
-        run,
-        body,
-        Some((reply.message, usage)),
-    )
-    .await?;
-    Ok(stored.0)
+    let reply = (reply.message, usage);
+    let head = head(endpoint, &request)?;
+    let run = match run {
+        Some(run) => run,
+        None => derived_run(tenant, endpoint, &head)?,
+    };
+    let key = (tenant.clone(), endpoint, run.clone());
+    if let Some(tail) = state.tails.get(&key)
+        && let Some(new) = continuation(endpoint, &tail, &request)
+    {
+        let messages = new
+            .iter()
+            .map(|item| endpoint.format().parse_message(item))
+            .collect::<Result<Vec<_>, _>>()?;
+        state.metrics.capture_read("continued", new.len());
+        let conversation = Conversation::new(&head, Some(tail.end), messages, Some(reply.clone()));
+        let place = (tail.run.clone(), tail.parent.clone());
+        match put(state, tenant, endpoint, place, &conversation, false).await {
+            Ok(put) => {
+                let outcome = put.outcome;
+                state.tails.put(key, put.tail(request, bytes));
+                return Ok(outcome);
+            }
+            // The store could not check the continuation: the whole request decides.
+            Err(e) => tracing::debug!(run = %tail.run, error = %e, "capturing the whole request"),
+        }
+    }
+    let body = parse(endpoint, &request)?;
+    state.metrics.capture_read("whole", body.messages.len());
+    let conversation = Conversation::new(&head, None, body.messages, Some(reply));
+    let put = put(state, tenant, endpoint, (run, None), &conversation, true).await?;
+    let outcome = put.outcome;
+    if items(endpoint, &request).is_some() {
+        state.tails.put(key, put.tail(request, bytes));
+    }
+    Ok(outcome)
 }
 
 /// The conversation of a request of `endpoint`.
@@ -269,6 +456,177 @@ pub(crate) fn parse(
     })
 }
 
+/// A request's conversation (or what follows a stored prefix of it) as its run keeps it.
+struct Conversation {
+    model: String,
+    title: Option<String>,
+    /// The stored prefix these messages follow (a continuation), if any.
+    after: Option<Prefix>,
+    /// The request's messages, as stored (split, redacted), then the reply's.
+    messages: Vec<Message>,
+    /// How many of `messages` are the request's.
+    requested: usize,
+    /// Secrets redacted in the request's messages, and in the reply's.
+    redactions: (u64, u64),
+    /// The reply's usage.
+    usage: Option<UsageRecord>,
+}
+
+impl Conversation {
+    /// `messages` (the request's, as the client sent them, after the prefix `after`) and the
+    /// reply; `head` is the request's start ([`head`]).
+    fn new(
+        head: &RequestBody,
+        after: Option<Prefix>,
+        messages: Vec<Message>,
+        reply: Option<(Message, UsageRecord)>,
+    ) -> Self {
+        let (mut messages, _) = as_stored(messages);
+        let mut redactions = (0, 0);
+        for message in &mut messages {
+            redactions.0 += baton_import::redact::redact_message(message) as u64;
+        }
+        let requested = messages.len();
+        let usage = reply.map(|(mut message, usage)| {
+            redactions.1 = baton_import::redact::redact_message(&mut message) as u64;
+            messages.push(message);
+            usage
+        });
+        // The first user message, as stored: split and redacted.
+        let first = head.messages.iter().find(|m| m.role == Role::User);
+        let title = first.and_then(|m| as_stored(vec![m.clone()]).0.into_iter().next());
+        let title = title.map(|mut m| {
+            baton_import::redact::redact_message(&mut m);
+            m.plain_text().chars().take(80).collect::<String>()
+        });
+        Conversation {
+            model: head.model.clone(),
+            title,
+            after,
+            messages,
+            requested,
+            redactions,
+            usage,
+        }
+    }
+
+    /// The import of this conversation into `run`, a branch of `parent`'s when there is one.
+    fn import(&self, endpoint: Endpoint, run: &RunId, parent: Option<&String>) -> NewImport {
+        let after = self.after.map_or(0, |p| p.redactions);
+        let origin = Origin {
+            source_key: format!("gateway:{run}"),
+            path: format!("gateway:{}", endpoint.operation()),
+            format: "gateway".into(),
+            parent_key: parent.cloned(),
+            models: vec![self.model.clone()],
+            redactions: after + self.redactions.0 + self.redactions.1,
+            title: self.title.clone(),
+            ..Origin::default()
+        };
+        let prefix = self
+            .after
+            .map_or((0, Digest::empty()), |p| (p.messages, p.digest));
+        let entries = self
+            .messages
+            .iter()
+            .cloned()
+            .map(NewEntry::estimated)
+            .collect();
+        let mut import = NewImport::after(Some(run.clone()), origin, prefix, entries, vec![]);
+        import.usage = ImportUsage {
+            session: run.to_string(),
+            project: None,
+            agent: "gateway".into(),
+            records: self
+                .usage
+                .iter()
+                .map(|u| (u.clone(), Some(self.messages.len() - 1)))
+                .collect(),
+        };
+        import
+    }
+}
+
+/// What storing a conversation did, and where the request's messages ended.
+struct Put {
+    outcome: Outcome,
+    run: RunId,
+    parent: Option<String>,
+    end: Prefix,
+}
+
+impl Put {
+    fn tail(self, request: Arc<Value>, bytes: usize) -> Tail {
+        Tail {
+            request,
+            bytes,
+            end: self.end,
+            run: self.run,
+            parent: self.parent,
+        }
+    }
+}
+
+/// Stores `conversation` in `run` (a branch of the source `parent`, when there is one). With
+/// `branch`, a conversation that no longer extends its run goes to a branch (see the module
+/// docs); without, any refusal is an error.
+async fn put(
+    state: &AppState,
+    tenant: &TenantId,
+    endpoint: Endpoint,
+    (mut run, mut parent): (RunId, Option<String>),
+    conversation: &Conversation,
+    branch: bool,
+) -> anyhow::Result<Put> {
+    let base: String = run.as_str().chars().take(115).collect();
+    for _ in 0..=MAX_DEPTH {
+        let import = conversation.import(endpoint, &run, parent.as_ref());
+        let at = match state
+            .store
+            .import(tenant, vec![import.clone()], Reimport::AppendNew)
+            .await
+        {
+            Ok(done) => {
+                let outcome = match done.first() {
+                    // A run the user deleted stays deleted: nothing stored, as for a repeat.
+                    Some(Imported::UpToDate(_) | Imported::Deleted { .. }) => Outcome::Unchanged,
+                    _ if parent.is_some() => Outcome::Branched,
+                    _ => Outcome::Stored,
+                };
+                let after = conversation.after.map_or(0, |p| p.redactions);
+                let messages = import.skipped() + conversation.requested as u64;
+                let end = Prefix {
+                    messages,
+                    digest: import
+                        .digest_after(messages)
+                        .unwrap_or_else(|| import.digest()),
+                    redactions: after + conversation.redactions.0,
+                };
+                return Ok(Put {
+                    outcome,
+                    run,
+                    parent,
+                    end,
+                });
+            }
+            Err(Error::Import(ImportRejection::Diverged { first, stored, .. })) if branch => {
+                first.map_or(stored, |d| d.seq.0)
+            }
+            Err(Error::Import(ImportRejection::LastMessageChanged { stored, .. })) if branch => {
+                stored
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let point = import
+            .digest_after(at.min(import.len()))
+            .unwrap_or_else(|| import.digest());
+        let hex = point.to_hex();
+        parent = Some(format!("gateway:{run}"));
+        run = RunId::new(format!("{base}.{}", &hex[..12]))?;
+    }
+    anyhow::bail!("the conversation diverged from more than {MAX_DEPTH} branches of run {run}")
+}
+
 /// Stores the request's conversation, and `reply` after it when there is one (with its usage,
 /// which the usage reports then count), in its run (or the run's branch, see the module docs):
 /// what it did, and the run that holds it now.
@@ -282,74 +640,11 @@ pub(crate) async fn store(
 ) -> anyhow::Result<(Outcome, RunId)> {
     let run = match run {
         Some(run) => run,
-        None => derived_run(tenant, &body)?,
+        None => derived_run(tenant, endpoint, &body)?,
     };
-    let (mut messages, _) = as_stored(body.messages);
-    let usage = reply.map(|(message, usage)| {
-        messages.push(message);
-        (usage, Some(messages.len() - 1))
-    });
-    let mut redactions = 0;
-    for message in &mut messages {
-        redactions += baton_import::redact::redact_message(message);
-    }
-    let title = messages
-        .iter()
-        .find(|m| m.role == Role::User)
-        .map(|m| m.plain_text().chars().take(80).collect::<String>());
-
-    let base: String = run.as_str().chars().take(115).collect();
-    let mut run = run;
-    let mut parent: Option<String> = None;
-    for _ in 0..=MAX_DEPTH {
-        let key = format!("gateway:{run}");
-        let origin = Origin {
-            source_key: key.clone(),
-            path: format!("gateway:{}", endpoint.operation()),
-            format: "gateway".into(),
-            parent_key: parent.clone(),
-            models: vec![body.model.clone()],
-            redactions: redactions as u64,
-            title: title.clone(),
-            ..Origin::default()
-        };
-        let entries = messages.iter().cloned().map(NewEntry::estimated).collect();
-        let mut import = NewImport::new(Some(run.clone()), origin, entries, vec![]);
-        import.usage = ImportUsage {
-            session: run.to_string(),
-            project: None,
-            agent: "gateway".into(),
-            records: usage.iter().cloned().collect(),
-        };
-        let at = match state
-            .store
-            .import(tenant, vec![import.clone()], Reimport::AppendNew)
-            .await
-        {
-            Ok(done) => {
-                let branched = parent.is_some();
-                let outcome = match done.first() {
-                    // A run the user deleted stays deleted: nothing stored, as for a repeat.
-                    Some(Imported::UpToDate(_) | Imported::Deleted { .. }) => Outcome::Unchanged,
-                    _ if branched => Outcome::Branched,
-                    _ => Outcome::Stored,
-                };
-                return Ok((outcome, run));
-            }
-            Err(Error::Import(ImportRejection::Diverged { first, stored, .. })) => {
-                first.map_or(stored, |d| d.seq.0)
-            }
-            Err(Error::Import(ImportRejection::LastMessageChanged { stored, .. })) => stored,
-            Err(e) => return Err(e.into()),
-        };
-        let point = import
-            .digest_after(at.min(messages.len() as u64))
-            .unwrap_or_else(|| import.digest());
-        let hex = point.to_hex();
-        run = RunId::new(format!("{base}.{}", &hex[..12]))?;
-        parent = Some(key);
-    }
-    anyhow::bail!("the conversation diverged from more than {MAX_DEPTH} branches of run {run}")
+    let conversation = Conversation::new(&body, None, body.messages.clone(), reply);
+    let put = put(state, tenant, endpoint, (run, None), &conversation, true).await?;
+    Ok((put.outcome, put.run))
 }
 
 /// The messages of a request as its run keeps them, and how many each became: a user message

@@ -410,7 +410,7 @@ async fn rewrite(
         url: call.url.clone(),
         headers: call.headers.clone(),
         body: Bytes::from(text),
-        value,
+        value: Arc::new(value),
         model: call.model.clone(),
         versions: call.versions.clone(),
         policy: call.policy.clone(),

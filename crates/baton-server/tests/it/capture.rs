@@ -22,6 +22,7 @@ on_both_backends!(
     tenants_never_see_each_others_captures,
     responses_plain_and_streamed_are_captured,
     each_answer_is_counted_once_in_the_usage_reports,
+    each_request_is_read_from_where_the_last_capture_stopped,
 );
 
 /// The runs of `tenant` (none for a tenant that has never stored one).
@@ -447,4 +448,91 @@ async fn each_answer_is_counted_once_in_the_usage_reports(backend: Backend) {
         ("usage", "gateway")
     );
     assert!(!last.record.estimated);
+}
+
+/// How many request messages captures parsed so far: (continued, whole).
+async fn reads(server: &TestServer) -> (u64, u64) {
+    let text = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |read: &str| -> u64 {
+        let prefix = format!("baton_gateway_capture_messages_read_total{{read=\"{read}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or_else(|| panic!("no {prefix} in /metrics"), |n| n.parse().unwrap())
+    };
+    (count("continued"), count("whole"))
+}
+
+/// The work of capturing a request does not grow with the conversation: each later request of
+/// a conversation is read from where the last capture stopped (its capture parses the reply the
+/// client sends back and the new question, nothing before), and the run still equals the whole
+/// conversation as a direct reading of it has it, a secret redacted. A rewritten conversation
+/// is read whole, and branches.
+async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backend) {
+    const TURNS: usize = 12;
+    let mut turns: Vec<Value> = (0..TURNS)
+        .map(|i| json!({"when": {"last_user_contains": format!("step {i}.")}, "reply": {"text": format!("done {i}")}}))
+        .collect();
+    turns.push(json!({"when": {"last_user_contains": "rewritten"}, "reply": {"text": "again"}}));
+    let up = upstream(Value::Array(turns));
+    let server = gateway(backend, &up, |_| {}).await;
+    let (path, extra) = ("/v1/messages", [("x-baton-run", "long")]);
+    let request = |messages: &[Value]| json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "system": "terse", "messages": messages});
+    let mut messages: Vec<Value> = Vec::new();
+    let mut last = None;
+    for i in 0..TURNS {
+        let secret = match i {
+            5 => " the key is sk-ant-api03-abcDEF1234567890ghijKLMN",
+            _ => "",
+        };
+        messages.push(json!({"role": "user", "content": format!("step {i}.{secret}")}));
+        let got = call(&server, path, &request(&messages), &extra).await;
+        assert_eq!(got.status, 200, "{}", got.text());
+        // Sequential, as an agent's calls are: the next request comes once this one is kept.
+        settled(&server, i as u64 + 1).await;
+        let reply = reply_message(path, &got);
+        messages.push(baton_wire::anthropic::render_message(&reply));
+        last = Some(reply);
+    }
+    let last_request = request(&messages[..messages.len() - 1]);
+    let mut want = direct(path, &last_request, last.unwrap());
+    let redacted: usize = want
+        .iter_mut()
+        .map(baton_import::redact::redact_message)
+        .sum();
+    assert_eq!(redacted, 1);
+    let have = stored(&server, &acme(), "long", want.len()).await;
+    assert_eq!(have, want);
+    assert!(
+        !serde_json::to_string(&have)
+            .unwrap()
+            .contains("sk-ant-api03")
+    );
+    // The first request was read whole (1 message); each later one, the reply sent back and
+    // the new question.
+    assert_eq!(reads(&server).await, (2 * (TURNS as u64 - 1), 1));
+
+    // The client rewrites its first message: read whole, kept in a branch.
+    let mut rewritten = messages.clone();
+    rewritten[0] = json!({"role": "user", "content": "step 0, said otherwise."});
+    rewritten.push(json!({"role": "user", "content": "rewritten: go on"}));
+    let got = call(&server, path, &request(&rewritten), &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    captures(&server, "branched", 1).await;
+    assert_eq!(
+        reads(&server).await,
+        (2 * (TURNS as u64 - 1), 1 + rewritten.len() as u64)
+    );
+    assert_eq!(
+        stored(&server, &acme(), "long", want.len()).await,
+        want,
+        "the first run is kept as it was"
+    );
 }

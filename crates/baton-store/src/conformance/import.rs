@@ -229,6 +229,125 @@ pub async fn reimport_finds_the_run_and_appends_only_what_is_new(h: &dyn Harness
     }
 }
 
+/// An import that continues after a prefix known by its digest (the gateway's capture)
+/// appends what follows it, as a whole import would, and is refused, storing nothing, when the
+/// store cannot check it: an unknown source, fewer messages stored than the prefix, another
+/// prefix.
+pub async fn an_import_continues_after_a_prefix_known_by_its_digest(h: &dyn Harness) {
+    let store = h.open().await;
+    let t = TenantId::default_tenant();
+    let whole = import_of("cont", session(3), vec![]);
+    let after = |skipped: u64, digest, entries: &[NewEntry]| {
+        NewImport::after(
+            None,
+            origin("cont"),
+            (skipped, digest),
+            entries.to_vec(),
+            vec![],
+        )
+    };
+    let all = whole.entries().to_vec();
+
+    // No run yet: a continuation cannot make one.
+    let err = store
+        .import(
+            &t,
+            vec![after(2, whole.digest_after(2).unwrap(), &all[2..])],
+            Reimport::AppendNew,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Import(ImportRejection::PrefixNotHeld {
+                skipped: 2,
+                stored: 0,
+                ..
+            })
+        ),
+        "{err}"
+    );
+
+    let first = import_of("cont", all[..4].to_vec(), vec![]);
+    let run = created(import_one(&*store, &t, first, Reimport::No).await);
+    assert_eq!(
+        store.list_runs(&t).await.unwrap().len(),
+        1,
+        "the refused continuation made none"
+    );
+    // More stored than the prefix: only what the run lacks is appended.
+    let continued = after(2, whole.digest_after(2).unwrap(), &all[2..5]);
+    assert_eq!(continued.len(), 5);
+    match import_one(&*store, &t, continued, Reimport::AppendNew).await {
+        Imported::Extended { from, appended, .. } => assert_eq!((from, appended), (Seq(5), 1)),
+        other => panic!("expected extended, got {other:?}"),
+    }
+    // Exactly the prefix stored.
+    match import_one(
+        &*store,
+        &t,
+        after(5, whole.digest_after(5).unwrap(), &all[5..]),
+        Reimport::AppendNew,
+    )
+    .await
+    {
+        Imported::Extended { from, appended, .. } => assert_eq!((from, appended), (Seq(6), 2)),
+        other => panic!("expected extended, got {other:?}"),
+    }
+    let expected: Vec<Message> = all.iter().map(|e| e.message.clone()).collect();
+    assert_eq!(messages(&*store, &t, &run).await, expected);
+    let report = store.run_report(&t, &run).await.unwrap();
+    assert_eq!(report.origin.unwrap().source_messages, 7);
+    // What is stored is what a whole import of the transcript stores: it is up to date.
+    match import_one(&*store, &t, whole.clone(), Reimport::AppendNew).await {
+        Imported::UpToDate(r) => assert_eq!(r.last_seq, Seq(7)),
+        other => panic!("expected up to date, got {other:?}"),
+    }
+
+    // A prefix the store holds more than, with another digest, or longer than what is stored:
+    // refused, nothing changed.
+    let mut more = all.clone();
+    more.push(text(Role::User, "one more"));
+    let grown = import_of("cont", more.clone(), vec![]);
+    let wrong = grown.digest_after(3).unwrap();
+    for (continuation, what) in [
+        (after(6, wrong, &more[6..]), "another prefix"),
+        (
+            after(8, grown.digest(), &[text(Role::User, "later")]),
+            "a prefix longer than the run",
+        ),
+    ] {
+        let err = store
+            .import(&t, vec![continuation], Reimport::AppendNew)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Import(
+                    ImportRejection::Diverged {
+                        first: None,
+                        stored: 7,
+                        ..
+                    } | ImportRejection::PrefixNotHeld {
+                        skipped: 8,
+                        stored: 7,
+                        ..
+                    }
+                )
+            ),
+            "{what}: {err}"
+        );
+    }
+    assert_eq!(
+        messages(&*store, &t, &run).await,
+        expected,
+        "nothing changed"
+    );
+    assert_eq!(store.list_runs(&t).await.unwrap().len(), 1);
+}
+
 pub async fn an_edited_source_or_a_run_that_moved_on_is_not_extended(h: &dyn Harness) {
     let store = h.open().await;
     let t = TenantId::default_tenant();
