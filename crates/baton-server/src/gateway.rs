@@ -705,10 +705,10 @@ async fn run(
                     call.tenant.clone(),
                     call.endpoint,
                     run.clone(),
-                    (
-                        call.original.clone().unwrap_or_else(|| call.value.clone()),
-                        call.body.len(),
-                    ),
+                    match &call.original {
+                        Some(original) => (original.clone(), None),
+                        None => (call.value.clone(), Some(call.body.clone())),
+                    },
                     capture::Answer::of(&answered.value),
                     fingerprint,
                 ));

@@ -27,17 +27,19 @@
 //!
 //! A request repeats its whole conversation, so reading all of it each time would make a
 //! conversation's capture quadratic. [`Tails`] remembers, per conversation, the last request
-//! captured (shared, not copied: the gateway holds it anyway) and where its messages ended in
-//! the run: how many source messages they became and their rolling digest. The next request
-//! of the conversation on Messages or Chat Completions is compared with it message by message
-//! (an equality test on parsed JSON, no hashing, no allocation); when it starts with the same
-//! messages, only the messages after them (the last reply, as the client sends it back, and
-//! what is new) are parsed, split, redacted and digested, and are handed to the store as an
-//! import that continues after the remembered prefix ([`NewImport::after`]), which checks the
-//! digest as for any import. Anything else (a first request, a rewritten conversation, a run
-//! that moved on, a conversation forgotten or captured by another process, the Responses API,
-//! whose input items do not map one for one onto messages) takes the whole path above, which
-//! gives the same run: the continuation is only a shortcut to it.
+//! captured (its bytes, shared with the call, not copied), where each of its messages ends in
+//! those bytes, and where each ended in the run: how many source messages, their rolling
+//! digest. The next request of the conversation on Messages or Chat Completions is compared
+//! with it byte for byte (the longest common prefix, a `memcmp`): the messages that end inside
+//! it are the same messages, since every byte before them is too. Only the messages after them
+//! (one a client changed in a way the run does not keep, such as the `cache_control` mark
+//! Claude Code moves to the newest message; the last reply, as the client sends it back; what
+//! is new) are located, parsed, split, redacted and digested, and are handed to the store as an
+//! import that continues after the remembered prefix ([`NewImport::after`]), which checks them
+//! against what it holds as for any import. Anything else (a first request, a rewritten
+//! conversation, a run that moved on, a conversation forgotten or captured by another process,
+//! a managed call, the Responses API, whose input items do not map one for one onto messages)
+//! takes the whole path above, which gives the same run: the continuation is only a shortcut.
 //! The memory is bounded ([`Tails::CAPACITY`] conversations, [`Tails::BYTES`] of requests; the
 //! least recently captured forgotten first).
 //! Secrets are redacted before anything is stored, as on import.
@@ -75,6 +77,7 @@ use baton_store::{
     Digest, Error, ImportRejection, ImportUsage, Imported, NewEntry, NewImport, Origin, Reimport,
 };
 use baton_wire::RequestBody;
+use bytes::Bytes;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -268,12 +271,13 @@ struct TailMap {
 /// The last captured request of a conversation and where its messages ended in the run.
 #[derive(Clone)]
 struct Tail {
-    /// The request, as the gateway parsed it (shared with the call, not copied).
-    request: Arc<Value>,
-    /// Its size in bytes, for the memory bound.
-    bytes: usize,
-    /// Where its messages ended in the run.
-    end: Prefix,
+    /// The request's bytes (shared with the call, not copied).
+    body: Bytes,
+    /// Where each of its messages ends in `body` (exclusive).
+    offsets: Vec<usize>,
+    /// Where each of its messages ended in the run (`ends[i]`: the stored prefix through
+    /// message `i`).
+    ends: Vec<Prefix>,
     /// The run holding them (a branch, when the conversation branched) and, for a branch, its
     /// parent's source key.
     run: RunId,
@@ -310,9 +314,9 @@ impl Tails {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let map = &mut *guard;
         map.clock += 1;
-        map.bytes += tail.bytes;
+        map.bytes += tail.body.len();
         if let Some((_, old)) = map.tails.insert(key, (map.clock, tail)) {
-            map.bytes -= old.bytes;
+            map.bytes -= old.body.len();
         }
         while map.tails.len() > Self::CAPACITY || map.bytes > Self::BYTES {
             let oldest = map
@@ -321,7 +325,7 @@ impl Tails {
                 .min_by_key(|(_, (stamp, _))| *stamp)
                 .map(|(key, _)| key.clone());
             match oldest.and_then(|key| map.tails.remove(&key)) {
-                Some((_, old)) => map.bytes -= old.bytes,
+                Some((_, old)) => map.bytes -= old.body.len(),
                 None => break,
             }
         }
@@ -337,12 +341,76 @@ fn items(endpoint: Endpoint, request: &Value) -> Option<&[Value]> {
     }
 }
 
-/// The messages of `request` after `tail`'s, when `request` starts with all of `tail`'s
-/// messages, unchanged, and holds more.
-fn continuation<'a>(endpoint: Endpoint, tail: &Tail, request: &'a Value) -> Option<&'a [Value]> {
-    let before = items(endpoint, &tail.request)?;
-    let now = items(endpoint, request)?;
-    (now.len() > before.len() && now[..before.len()] == *before).then(|| &now[before.len()..])
+/// Where a request continues `tail`'s (see "Work per request" in the module docs): how many
+/// of its messages are byte for byte `tail`'s, and where each message after them ends in
+/// `body`. `None` when they share no message, or `body`'s messages after the shared ones are
+/// not `count - shared` (a body whose bytes say otherwise than its parsed value).
+fn continuation(tail: &Tail, body: &[u8], count: usize) -> Option<(usize, Vec<usize>)> {
+    let common = common_prefix(&tail.body, body);
+    let same = tail.offsets.partition_point(|&end| end <= common);
+    let from = *tail.offsets.get(same.checked_sub(1)?)?;
+    let after = raw::ends_after(body, from)?;
+    (same + after.len() == count && count > same).then_some((same, after))
+}
+
+/// How many bytes `a` and `b` share from their start (compared a block at a time, which the
+/// standard library does as `memcmp`).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
+        at += BLOCK;
+    }
+    at + a[at..n]
+        .iter()
+        .zip(&b[at..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// Where messages end in a request's raw JSON.
+mod raw {
+    use serde::Deserialize as _;
+    use serde_json::value::RawValue;
+
+    use super::super::managed::Fields;
+
+    /// The end (exclusive) of each element of the body's top-level `messages` list, as offsets
+    /// into `body`; `None` when it has none.
+    pub(super) fn ends(body: &[u8]) -> Option<Vec<usize>> {
+        let fields: Fields<'_> = serde_json::from_slice(body).ok()?;
+        let (_, list) = fields.0.iter().find(|(key, _)| key == "messages")?;
+        let elements: Vec<&RawValue> = serde_json::from_str(list.get()).ok()?;
+        Some(elements.iter().map(|e| end(body, e)).collect())
+    }
+
+    /// The ends of the list elements that follow the element ending at `from`, up to the
+    /// list's `]`.
+    pub(super) fn ends_after(body: &[u8], mut from: usize) -> Option<Vec<usize>> {
+        let mut ends = Vec::new();
+        loop {
+            from += body
+                .get(from..)?
+                .iter()
+                .take_while(|b| b.is_ascii_whitespace())
+                .count();
+            match body.get(from)? {
+                b']' => return Some(ends),
+                b',' => from += 1,
+                _ => return None,
+            }
+            let mut de = serde_json::Deserializer::from_slice(body.get(from..)?);
+            let element = <&RawValue>::deserialize(&mut de).ok()?;
+            from = end(body, element);
+            ends.push(from);
+        }
+    }
+
+    /// Where `element`, a slice of `body`, ends in it.
+    fn end(body: &[u8], element: &RawValue) -> usize {
+        element.get().as_ptr() as usize - body.as_ptr() as usize + element.get().len()
+    }
 }
 
 /// The start of a request's conversation, through its first user message, parsed: what the
@@ -367,19 +435,20 @@ fn head(endpoint: Endpoint, request: &Value) -> anyhow::Result<RequestBody> {
 }
 
 /// Captures one answered call, counting and logging the outcome; never fails. A call with a
-/// `fingerprint` is remembered once stored, so its repeats skip capture ([`Recent`]); `bytes`
-/// is the request's size.
+/// `fingerprint` is remembered once stored, so its repeats skip capture ([`Recent`]).
+/// `request` is the request as parsed, with its bytes when they are the client's (not those of
+/// a managed call's rewrite), which let the next request of the conversation be read from here.
 pub(crate) async fn capture(
     state: Arc<AppState>,
     tenant: TenantId,
     endpoint: Endpoint,
     run: Option<RunId>,
-    (request, bytes): (Arc<Value>, usize),
+    (request, body): (Arc<Value>, Option<Bytes>),
     answer: Answer,
     fingerprint: Option<[u8; 32]>,
 ) {
     let started = std::time::Instant::now();
-    let captured = capture_inner(&state, &tenant, endpoint, run, (request, bytes), &answer);
+    let captured = capture_inner(&state, &tenant, endpoint, run, (&request, body), &answer);
     let outcome = match captured.await {
         Ok(outcome) => {
             if let Some(fingerprint) = fingerprint {
@@ -393,6 +462,9 @@ pub(crate) async fn capture(
         }
     };
     state.metrics.capture(outcome, Some(started.elapsed()));
+    // The request is freed here, once the run holds it: often its last holder, this task pays
+    // for freeing what the call parsed, which is the request's own cost, not capture's.
+    drop(request);
 }
 
 async fn capture_inner(
@@ -400,7 +472,7 @@ async fn capture_inner(
     tenant: &TenantId,
     endpoint: Endpoint,
     run: Option<RunId>,
-    (request, bytes): (Arc<Value>, usize),
+    (request, body): (&Value, Option<Bytes>),
     answer: &Answer,
 ) -> anyhow::Result<Outcome> {
     let reply = reply_message(endpoint, answer)?;
@@ -412,33 +484,45 @@ async fn capture_inner(
         None => derived_run(tenant, endpoint, &head)?,
     };
     let key = (tenant.clone(), endpoint, run.clone());
-    if let Some(tail) = state.tails.get(&key)
-        && let Some(new) = continuation(endpoint, &tail, &request)
+    let list = items(endpoint, &request);
+    let remembered = match (list, &body) {
+        (Some(_), Some(_)) => state.tails.get(&key),
+        _ => None,
+    };
+    if let (Some(tail), Some(list), Some(body)) = (remembered, list, &body)
+        && let Some((same, offsets)) = continuation(&tail, body, list.len())
     {
+        let new = &list[same..];
         let messages = new
             .iter()
             .map(|item| endpoint.format().parse_message(item))
             .collect::<Result<Vec<_>, _>>()?;
         state.metrics.capture_read("continued", new.len());
-        let conversation = Conversation::new(&head, Some(tail.end), messages, Some(reply.clone()));
+        let after = tail.ends[same - 1];
+        let conversation = Conversation::new(&head, Some(after), messages, Some(reply.clone()));
         let place = (tail.run.clone(), tail.parent.clone());
         match put(state, tenant, endpoint, place, &conversation, false).await {
             Ok(put) => {
                 let outcome = put.outcome;
-                state.tails.put(key, put.tail(request, bytes));
+                let ends = [&tail.ends[..same], &put.ends].concat();
+                let offsets = [&tail.offsets[..same], &offsets].concat();
+                state.tails.put(key, put.tail(body.clone(), offsets, ends));
                 return Ok(outcome);
             }
             // The store could not check the continuation: the whole request decides.
             Err(e) => tracing::debug!(run = %tail.run, error = %e, "capturing the whole request"),
         }
     }
-    let body = parse(endpoint, &request)?;
-    state.metrics.capture_read("whole", body.messages.len());
-    let conversation = Conversation::new(&head, None, body.messages, Some(reply));
+    let parsed = parse(endpoint, &request)?;
+    state.metrics.capture_read("whole", parsed.messages.len());
+    let conversation = Conversation::new(&head, None, parsed.messages, Some(reply));
     let put = put(state, tenant, endpoint, (run, None), &conversation, true).await?;
     let outcome = put.outcome;
-    if items(endpoint, &request).is_some() {
-        state.tails.put(key, put.tail(request, bytes));
+    if let (Some(list), Some(body)) = (list, body)
+        && let Some(offsets) = raw::ends(&body).filter(|o| o.len() == list.len())
+    {
+        let ends = put.ends.clone();
+        state.tails.put(key, put.tail(body, offsets, ends));
     }
     Ok(outcome)
 }
@@ -464,8 +548,9 @@ struct Conversation {
     after: Option<Prefix>,
     /// The request's messages, as stored (split, redacted), then the reply's.
     messages: Vec<Message>,
-    /// How many of `messages` are the request's.
-    requested: usize,
+    /// For each of the request's messages as sent: how many stored messages it became, and the
+    /// secrets redacted in them.
+    sent: Vec<(usize, u64)>,
     /// Secrets redacted in the request's messages, and in the reply's.
     redactions: (u64, u64),
     /// The reply's usage.
@@ -481,12 +566,16 @@ impl Conversation {
         messages: Vec<Message>,
         reply: Option<(Message, UsageRecord)>,
     ) -> Self {
-        let (mut messages, _) = as_stored(messages);
-        let mut redactions = (0, 0);
-        for message in &mut messages {
-            redactions.0 += baton_import::redact::redact_message(message) as u64;
-        }
-        let requested = messages.len();
+        let (mut messages, counts) = as_stored(messages);
+        let mut redacted = messages
+            .iter_mut()
+            .map(|m| baton_import::redact::redact_message(m) as u64);
+        let sent: Vec<(usize, u64)> = counts
+            .into_iter()
+            .map(|n| (n, redacted.by_ref().take(n).sum()))
+            .collect();
+        drop(redacted);
+        let mut redactions = (sent.iter().map(|(_, r)| r).sum(), 0);
         let usage = reply.map(|(mut message, usage)| {
             redactions.1 = baton_import::redact::redact_message(&mut message) as u64;
             messages.push(message);
@@ -504,7 +593,7 @@ impl Conversation {
             title,
             after,
             messages,
-            requested,
+            sent,
             redactions,
             usage,
         }
@@ -547,20 +636,21 @@ impl Conversation {
     }
 }
 
-/// What storing a conversation did, and where the request's messages ended.
+/// What storing a conversation did, and where each of the request's messages after the
+/// prefix ended.
 struct Put {
     outcome: Outcome,
     run: RunId,
     parent: Option<String>,
-    end: Prefix,
+    ends: Vec<Prefix>,
 }
 
 impl Put {
-    fn tail(self, request: Arc<Value>, bytes: usize) -> Tail {
+    fn tail(self, body: Bytes, offsets: Vec<usize>, ends: Vec<Prefix>) -> Tail {
         Tail {
-            request,
-            bytes,
-            end: self.end,
+            body,
+            offsets,
+            ends,
             run: self.run,
             parent: self.parent,
         }
@@ -593,20 +683,28 @@ async fn put(
                     _ if parent.is_some() => Outcome::Branched,
                     _ => Outcome::Stored,
                 };
-                let after = conversation.after.map_or(0, |p| p.redactions);
-                let messages = import.skipped() + conversation.requested as u64;
-                let end = Prefix {
-                    messages,
+                let mut end = Prefix {
+                    messages: import.skipped(),
                     digest: import
-                        .digest_after(messages)
+                        .digest_after(import.skipped())
                         .unwrap_or_else(|| import.digest()),
-                    redactions: after + conversation.redactions.0,
+                    redactions: conversation.after.map_or(0, |p| p.redactions),
                 };
+                let ends = conversation
+                    .sent
+                    .iter()
+                    .map(|&(n, redactions)| {
+                        end.messages += n as u64;
+                        end.redactions += redactions;
+                        end.digest = import.digest_after(end.messages).unwrap_or(end.digest);
+                        end
+                    })
+                    .collect();
                 return Ok(Put {
                     outcome,
                     run,
                     parent,
-                    end,
+                    ends,
                 });
             }
             Err(Error::Import(ImportRejection::Diverged { first, stored, .. })) if branch => {
@@ -744,6 +842,37 @@ fn usage_record(reply: &baton_wire::Reply, answer: &Answer) -> UsageRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_ends_are_found_in_the_raw_body() {
+        let body = br#"{"model": "m", "messages": [ {"role":"user","content":"a]"} ,{"role":"assistant","content":[{"type":"text","text":"b,"}]}], "x": 1}"#;
+        let ends = raw::ends(body).unwrap();
+        let text = std::str::from_utf8(body).unwrap();
+        assert_eq!(
+            &text[..ends[0]],
+            r#"{"model": "m", "messages": [ {"role":"user","content":"a]"}"#
+        );
+        assert!(text[..ends[1]].ends_with(r#""b,"}]}"#));
+        // From the first message's end on: the second.
+        assert_eq!(raw::ends_after(body, ends[0]), Some(vec![ends[1]]));
+        assert_eq!(raw::ends_after(body, ends[1]), Some(vec![]));
+        assert_eq!(raw::ends_after(body, 3), None, "not after a list element");
+        assert_eq!(raw::ends(br#"{"model": "m"}"#), None);
+        assert_eq!(raw::ends(b"not json"), None);
+    }
+
+    #[test]
+    fn the_common_prefix_is_counted_across_blocks() {
+        let a = vec![7u8; 10_000];
+        let mut b = a.clone();
+        assert_eq!(common_prefix(&a, &b), 10_000);
+        b[9_000] = 0;
+        assert_eq!(common_prefix(&a, &b), 9_000);
+        b[5] = 0;
+        assert_eq!(common_prefix(&a, &b), 5);
+        assert_eq!(common_prefix(&a[..100], &a), 100);
+        assert_eq!(common_prefix(b"", &a), 0);
+    }
 
     #[test]
     fn recent_calls_are_remembered_up_to_the_capacity() {

@@ -694,7 +694,7 @@ fn orphan_result(messages: &[Value]) -> Option<String> {
 }
 
 /// A JSON object's fields, each value as its raw text, in the order sent.
-struct Fields<'a>(Vec<(String, &'a RawValue)>);
+pub(crate) struct Fields<'a>(pub(crate) Vec<(String, &'a RawValue)>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -471,10 +471,11 @@ async fn reads(server: &TestServer) -> (u64, u64) {
 }
 
 /// The work of capturing a request does not grow with the conversation: each later request of
-/// a conversation is read from where the last capture stopped (its capture parses the reply the
-/// client sends back and the new question, nothing before), and the run still equals the whole
-/// conversation as a direct reading of it has it, a secret redacted. A rewritten conversation
-/// is read whole, and branches.
+/// a conversation is read from where the last capture stopped (its capture parses the message
+/// whose `cache_control` mark moved on, as Claude Code moves it, the reply the client sends
+/// back and the new question, nothing before), and the run still equals the whole conversation
+/// as a direct reading of it has it, a secret redacted. A rewritten conversation is read whole,
+/// and branches.
 async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backend) {
     const TURNS: usize = 12;
     let mut turns: Vec<Value> = (0..TURNS)
@@ -484,7 +485,13 @@ async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backe
     let up = upstream(Value::Array(turns));
     let server = gateway(backend, &up, |_| {}).await;
     let (path, extra) = ("/v1/messages", [("x-baton-run", "long")]);
-    let request = |messages: &[Value]| json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "system": "terse", "messages": messages});
+    let request = |messages: &[Value]| {
+        let mut messages = messages.to_vec();
+        if let Some(last) = messages.last_mut() {
+            last["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        }
+        json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "system": "terse", "messages": messages})
+    };
     let mut messages: Vec<Value> = Vec::new();
     let mut last = None;
     for i in 0..TURNS {
@@ -492,7 +499,8 @@ async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backe
             5 => " the key is sk-ant-api03-abcDEF1234567890ghijKLMN",
             _ => "",
         };
-        messages.push(json!({"role": "user", "content": format!("step {i}.{secret}")}));
+        let text = format!("step {i}.{secret}");
+        messages.push(json!({"role": "user", "content": [{"type": "text", "text": text}]}));
         let got = call(&server, path, &request(&messages), &extra).await;
         assert_eq!(got.status, 200, "{}", got.text());
         // Sequential, as an agent's calls are: the next request comes once this one is kept.
@@ -515,20 +523,23 @@ async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backe
             .unwrap()
             .contains("sk-ant-api03")
     );
-    // The first request was read whole (1 message); each later one, the reply sent back and
-    // the new question.
-    assert_eq!(reads(&server).await, (2 * (TURNS as u64 - 1), 1));
+    // The first two requests were read whole (1 and 3 messages: the second shares no message
+    // with the first, whose only one lost its mark); each later one from the question before,
+    // which lost its mark: it, the reply sent back and the new question.
+    assert_eq!(reads(&server).await, (3 * (TURNS as u64 - 2), 4));
 
     // The client rewrites its first message: read whole, kept in a branch.
     let mut rewritten = messages.clone();
-    rewritten[0] = json!({"role": "user", "content": "step 0, said otherwise."});
-    rewritten.push(json!({"role": "user", "content": "rewritten: go on"}));
+    rewritten[0] =
+        json!({"role": "user", "content": [{"type": "text", "text": "step 0, said otherwise."}]});
+    rewritten
+        .push(json!({"role": "user", "content": [{"type": "text", "text": "rewritten: go on"}]}));
     let got = call(&server, path, &request(&rewritten), &extra).await;
     assert_eq!(got.status, 200, "{}", got.text());
     captures(&server, "branched", 1).await;
     assert_eq!(
         reads(&server).await,
-        (2 * (TURNS as u64 - 1), 1 + rewritten.len() as u64)
+        (3 * (TURNS as u64 - 2), 4 + rewritten.len() as u64)
     );
     assert_eq!(
         stored(&server, &acme(), "long", want.len()).await,
