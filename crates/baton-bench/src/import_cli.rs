@@ -6,7 +6,9 @@
 //! adds: its read-ahead over all cores, process start, the vocabularies' first load.
 //!
 //! - [`binary_rounds`]: the corpus into a fresh database, the same rounds as section 6, each
-//!   checked against the in-process pipeline's message count.
+//!   checked against the in-process pipeline's message count, taking turns with the binary of
+//!   the commit issue 17 measured ([`issue_binary`]) when [`ISSUE_BINARY_VAR`] names it: the
+//!   issue's bar is today's import against that code, on the same machine in the same run.
 //! - [`tree_section`] (section `import_tree`, issue 17's memory bar): a synthetic tree of
 //!   1 GiB made of the corpus copied with fresh session ids, imported by the binary while its
 //!   peak resident memory (`VmHWM`) is read from `/proc` every few milliseconds.
@@ -113,30 +115,56 @@ fn vm_hwm(status: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// `rounds` imports of the corpus by the binary, each into a fresh database; `messages` is
-/// what the in-process pipeline stored, which each round must store too.
+/// The environment variable naming the `baton` binary built from the commit issue 17 measured
+/// (see [`issue_binary`]).
+pub(crate) const ISSUE_BINARY_VAR: &str = "BATON_BENCH_ISSUE17_BIN";
+
+/// The commit issue 17's 2.20 s was measured on: main when the issue was filed.
+pub(crate) const ISSUE_COMMIT: &str = "65f10f4";
+
+/// The `baton` binary of [`ISSUE_COMMIT`], when [`ISSUE_BINARY_VAR`] names one: the import as
+/// it was when the issue measured it, timed in the same run as today's. Build it with
+/// `git worktree add /tmp/base17 65f10f4 && (cd /tmp/base17 && cargo build --release --bin baton)`.
+pub(crate) fn issue_binary() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os(ISSUE_BINARY_VAR)?);
+    path.is_file().then_some(path)
+}
+
+/// `rounds` imports of the corpus by the binary, each into a fresh database, and as many by
+/// `issue`'s binary when given, the two taking turns so both see the same machine; `messages`
+/// is what the in-process pipeline stored, which each round of today's binary must store too
+/// (the older one imports less: no inline subagents, no queued messages).
 pub(crate) fn binary_rounds(
     baton: &Path,
+    issue: Option<&Path>,
     dir: &Path,
     corpus: &Path,
-    rounds: usize,
-    messages: u64,
-) -> anyhow::Result<Vec<Run>> {
-    let mut runs = Vec::new();
+    (rounds, messages): (usize, u64),
+) -> anyhow::Result<(Vec<Run>, Vec<Run>)> {
+    let (mut runs, mut issue_runs) = (Vec::new(), Vec::new());
+    let fresh = |name: &str| {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(dir.join(format!("{name}{suffix}")));
+        }
+        dir.join(name)
+    };
     for round in 0..rounds {
-        let db = dir.join(format!("import-binary-{round}.db"));
+        if let Some(issue) = issue {
+            let db = fresh(&format!("import-issue-{round}.db"));
+            issue_runs.push(import(issue, &db, corpus)?);
+            fresh(&format!("import-issue-{round}.db"));
+        }
+        let db = fresh(&format!("import-binary-{round}.db"));
         let run = import(baton, &db, corpus)?;
         ensure!(
             run.totals["messages"] == messages,
             "baton import stored {} messages, the in-process pipeline {messages}",
             run.totals["messages"]
         );
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(dir.join(format!("import-binary-{round}.db{suffix}")));
-        }
+        fresh(&format!("import-binary-{round}.db"));
         runs.push(run);
     }
-    Ok(runs)
+    Ok((runs, issue_runs))
 }
 
 /// Section `import_tree`: a 1 GiB tree (32 MiB with `--quick`) imported by the binary, with
@@ -267,11 +295,12 @@ fn is_uuid(b: &[u8]) -> bool {
     })
 }
 
-/// The binary's rounds, printed beside the baseline's and the in-process pipeline's medians.
+/// The binary's rounds, printed beside the issue's binary's (the bar), the in-process
+/// baseline's and the in-process pipeline's medians.
 pub(crate) fn print_rounds(
     out: &mut impl Write,
     report: &mut Report,
-    runs: &[Run],
+    (runs, issue_runs): (&[Run], &[Run]),
     baseline: f64,
     in_process: f64,
 ) -> anyhow::Result<f64> {
@@ -287,8 +316,31 @@ pub(crate) fn print_rounds(
     )?;
     report.figure(
         "import_binary_speedup",
-        "6 `baton import` of the corpus vs issue 17's baseline, same run",
+        "6 `baton import` of the corpus vs today's pipeline counting with tiktoken-rs, same run",
         baseline / binary,
+        Unit::Ratio,
+        None,
+    );
+    if issue_runs.is_empty() {
+        writeln!(
+            out,
+            "    issue 17's bar (today's binary against the binary of {ISSUE_COMMIT}, the code the issue measured): skipped, {ISSUE_BINARY_VAR} names no binary"
+        )?;
+        return Ok(binary);
+    }
+    let issue_seconds: Vec<f64> = issue_runs.iter().map(|r| r.seconds).collect();
+    let issue = median(&issue_seconds);
+    writeln!(
+        out,
+        "    `baton import` of {ISSUE_COMMIT} (the code issue 17 measured at 2.20 s), same rounds, taking turns: {} s; median {issue:.2} s ({} messages) = {:.2}x today's binary",
+        list(&issue_seconds, |s| format!("{s:.2}")),
+        issue_runs[0].totals["messages"],
+        issue / binary,
+    )?;
+    report.figure(
+        "import_binary_vs_issue",
+        "6 `baton import` of the corpus vs the binary issue 17 measured, same run",
+        issue / binary,
         Unit::Ratio,
         Some(Target::AtLeast(4.0)),
     );
