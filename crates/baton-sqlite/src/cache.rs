@@ -14,19 +14,29 @@ use crate::SqliteTx;
 
 #[async_trait]
 impl CacheRows for SqliteTx {
-    async fn cache_hit(
+    async fn cache_read(
         &mut self,
         tenant: &TenantId,
         key: &RequestKey,
         now: Timestamp,
     ) -> Result<Option<(CacheEntry, Vec<u8>)>, Error> {
         self.one(
-            "UPDATE cache_entries SET hits = hits + 1
-             WHERE tenant_id = ?1 AND key = ?2 AND expires_at > ?3
-             RETURNING operation, body, body_sha256, created_at, expires_at, hits",
+            "SELECT operation, body, body_sha256, created_at, expires_at, hits FROM cache_entries
+             WHERE tenant_id = ?1 AND key = ?2 AND expires_at > ?3",
             params![tenant.as_str(), &key.0[..], now.0],
             |r| r.cache_entry(*key),
         )
+    }
+
+    async fn cache_count_hits(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        n: u64,
+    ) -> Result<(), Error> {
+        let sql = "UPDATE cache_entries SET hits = hits + ?3 WHERE tenant_id = ?1 AND key = ?2";
+        self.exec(sql, params![tenant.as_str(), &key.0[..], int(n)?])
+            .map(drop)
     }
 
     async fn cache_drop(

@@ -526,13 +526,20 @@ pub trait LedgerRows: Send {
 /// The response cache's entries, flights and call log.
 #[async_trait]
 pub trait CacheRows: Send {
-    /// Counts a hit on the live entry and reads it, with its stored SHA-256.
-    async fn cache_hit(
+    /// Reads the live entry, with its stored SHA-256.
+    async fn cache_read(
         &mut self,
         tenant: &TenantId,
         key: &RequestKey,
         now: Timestamp,
     ) -> Result<Option<(CacheEntry, Vec<u8>)>, Error>;
+    /// Adds `n` to the entry's hit count (nothing when it is gone).
+    async fn cache_count_hits(
+        &mut self,
+        tenant: &TenantId,
+        key: &RequestKey,
+        n: u64,
+    ) -> Result<(), Error>;
     /// Removes the entry if it is still the one read (same digest and creation time).
     async fn cache_drop(
         &mut self,

@@ -62,7 +62,8 @@ pub struct CacheEntry {
     pub created_at: Timestamp,
     /// When it stops being served.
     pub expires_at: Timestamp,
-    /// How many times it was served, this one included.
+    /// How many hits were counted before this read ([`CacheStore::count_hits`], and hits
+    /// logged by [`CacheStore::log_calls`]).
     pub hits: u64,
 }
 
@@ -185,8 +186,13 @@ pub struct CallRecord {
 ///   never renew or release a later holder's flight.
 #[async_trait]
 pub trait CacheStore: Send + Sync {
-    /// The live entry for `key`, counting the hit.
+    /// The live entry for `key`. A read: it counts no hit, so a hit never waits for a write.
+    /// Hits are counted where they are logged ([`CacheStore::log_calls`] counts its
+    /// [`CallOutcome::CacheHit`] records), or by [`CacheStore::count_hits`].
     async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error>;
+
+    /// Adds `n` hits to `key`'s entry (nothing when it is gone).
+    async fn count_hits(&self, tenant: &TenantId, key: &RequestKey, n: u64) -> Result<(), Error>;
 
     /// Stores (or replaces) an entry. A zero TTL is [`Error::InvalidCache`].
     async fn cache_put(&self, tenant: &TenantId, entry: &NewCacheEntry<'_>) -> Result<(), Error>;
@@ -291,20 +297,35 @@ const CLAIM_ATTEMPTS: usize = 64;
 impl<B: Backend> CacheStore for B {
     async fn cache_get(&self, tenant: &TenantId, key: &RequestKey) -> Result<Lookup, Error> {
         let (tenant, key) = (tenant.clone(), *key);
-        self.write_row(job!(|tx| {
-            let Some((entry, digest)) = tx.cache_hit(&tenant, &key, Timestamp::now()).await? else {
-                return Ok(Lookup::Miss);
-            };
-            if let Err(detail) = check_body(&key, &entry.body, &digest) {
-                // Only the entry just read: a fresh one stored meanwhile stays.
-                tx.cache_drop(&tenant, &key, &digest, entry.created_at)
-                    .await?;
-                tracing::warn!(tenant = tenant.as_str(), %detail, "removed a corrupt cache entry");
-                return Ok(Lookup::Corrupt { detail });
-            }
-            Ok(Lookup::Hit(entry))
-        }))
-        .await
+        let read = {
+            let tenant = tenant.clone();
+            // One statement: no snapshot to open and close around it.
+            self.read_one(job!(|tx| {
+                tx.cache_read(&tenant, &key, Timestamp::now()).await
+            }))
+            .await?
+        };
+        let Some((entry, digest)) = read else {
+            return Ok(Lookup::Miss);
+        };
+        if let Err(detail) = check_body(&key, &entry.body, &digest) {
+            // Only the entry just read: a fresh one stored meanwhile stays.
+            let created_at = entry.created_at;
+            let t = tenant.clone();
+            self.write_row(job!(|tx| {
+                tx.cache_drop(&t, &key, &digest, created_at).await
+            }))
+            .await?;
+            tracing::warn!(tenant = tenant.as_str(), %detail, "removed a corrupt cache entry");
+            return Ok(Lookup::Corrupt { detail });
+        }
+        Ok(Lookup::Hit(entry))
+    }
+
+    async fn count_hits(&self, tenant: &TenantId, key: &RequestKey, n: u64) -> Result<(), Error> {
+        let (tenant, key) = (tenant.clone(), *key);
+        self.write_row(job!(|tx| { tx.cache_count_hits(&tenant, &key, n).await }))
+            .await
     }
 
     async fn cache_put(&self, tenant: &TenantId, entry: &NewCacheEntry<'_>) -> Result<(), Error> {
@@ -417,9 +438,26 @@ impl<B: Backend> CacheStore for B {
             check_text("call operation", Some(&r.operation))?;
             check_text("call model", Some(&r.model))?;
         }
+        // Each entry's hits, counted with the records that log them, in the same transaction.
+        let mut hits: Vec<(RequestKey, u64)> = Vec::new();
+        for r in records
+            .iter()
+            .filter(|r| r.outcome == CallOutcome::CacheHit)
+        {
+            match hits.iter_mut().find(|(k, _)| *k == r.request_hash) {
+                Some((_, n)) => *n += 1,
+                None => hits.push((r.request_hash, 1)),
+            }
+        }
         let (tenant, records) = (tenant.clone(), records.to_vec());
-        self.write(job!(|tx| { tx.insert_calls(&tenant, &records).await }))
-            .await
+        self.write(job!(|tx| {
+            tx.insert_calls(&tenant, &records).await?;
+            for (key, n) in &hits {
+                tx.cache_count_hits(&tenant, key, *n).await?;
+            }
+            Ok(())
+        }))
+        .await
     }
 
     async fn calls(

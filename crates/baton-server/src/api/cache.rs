@@ -74,7 +74,9 @@ pub struct CacheEntryView {
     pub created_at: String,
     /// When it stops being served (RFC 3339).
     pub expires_at: String,
-    /// How many times it was served, this lookup included.
+    /// How many times it was served, this lookup included: lookups count at once, the
+    /// gateway's and the cache's hits once their call log lines are written (in the
+    /// background, within a second or so).
     pub hits: u64,
 }
 
@@ -130,7 +132,11 @@ async fn find(
     key: &RequestKey,
 ) -> Result<Option<CacheEntryView>, Problem> {
     match state.store.cache_get(&caller.tenant, key).await? {
-        Lookup::Hit(entry) => {
+        Lookup::Hit(mut entry) => {
+            // A lookup logs no call, so it counts its hit itself (the gateway's hits are
+            // counted with their call log records, off the hit's path).
+            state.store.count_hits(&caller.tenant, key, 1).await?;
+            entry.hits += 1;
             state.metrics.cache("hit");
             Ok(Some(entry.into()))
         }

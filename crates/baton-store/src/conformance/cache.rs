@@ -43,13 +43,36 @@ pub async fn cache_entries_are_served_until_they_expire_and_count_hits(h: &dyn H
     let first = hit(store.cache_get(&t, &key(1)).await.unwrap());
     assert_eq!(
         (first.body.as_slice(), first.hits, first.operation.as_str()),
-        (&br#"{"answer":1}"#[..], 1, "openai.chat_completions")
+        (&br#"{"answer":1}"#[..], 0, "openai.chat_completions"),
+        "reading an entry counts no hit"
     );
     assert!(first.expires_at > first.created_at);
+    store.count_hits(&t, &key(1), 1).await.unwrap();
     drop(store);
 
     let store = h.open().await;
-    assert_eq!(hit(store.cache_get(&t, &key(1)).await.unwrap()).hits, 2);
+    assert_eq!(hit(store.cache_get(&t, &key(1)).await.unwrap()).hits, 1);
+    // Hits logged as calls are counted with them; other outcomes and other keys are not.
+    let call = |key, outcome| CallRecord {
+        at: Timestamp::now(),
+        operation: "openai.chat_completions".into(),
+        request_hash: key,
+        model: "gpt-4o-mini".into(),
+        input_tokens: 1,
+        output_tokens: 1,
+        cost_usd: None,
+        outcome,
+        latency_ms: 1,
+        overlapped: false,
+    };
+    let calls = [
+        call(key(1), CallOutcome::CacheHit),
+        call(key(1), CallOutcome::Executed),
+        call(key(1), CallOutcome::CacheHit),
+        call(key(3), CallOutcome::CacheHit),
+    ];
+    store.log_calls(&t, &calls).await.unwrap();
+    assert_eq!(hit(store.cache_get(&t, &key(1)).await.unwrap()).hits, 3);
     // A fresh result replaces the entry.
     store
         .cache_put(&t, &entry(key(1), br#"{"answer":2}"#, HOUR))
@@ -58,7 +81,7 @@ pub async fn cache_entries_are_served_until_they_expire_and_count_hits(h: &dyn H
     let replaced = hit(store.cache_get(&t, &key(1)).await.unwrap());
     assert_eq!(
         (replaced.body.as_slice(), replaced.hits),
-        (&br#"{"answer":2}"#[..], 1)
+        (&br#"{"answer":2}"#[..], 0)
     );
 
     // An entry past its TTL is a miss, and pruning removes it.
