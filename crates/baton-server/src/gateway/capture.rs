@@ -478,13 +478,13 @@ async fn capture_inner(
     let reply = reply_message(endpoint, answer)?;
     let usage = usage_record(&reply, answer);
     let reply = (reply.message, usage);
-    let head = head(endpoint, &request)?;
+    let head = head(endpoint, request)?;
     let run = match run {
         Some(run) => run,
         None => derived_run(tenant, endpoint, &head)?,
     };
     let key = (tenant.clone(), endpoint, run.clone());
-    let list = items(endpoint, &request);
+    let list = items(endpoint, request);
     let remembered = match (list, &body) {
         (Some(_), Some(_)) => state.tails.get(&key),
         _ => None,
@@ -513,7 +513,7 @@ async fn capture_inner(
             Err(e) => tracing::debug!(run = %tail.run, error = %e, "capturing the whole request"),
         }
     }
-    let parsed = parse(endpoint, &request)?;
+    let parsed = parse(endpoint, request)?;
     state.metrics.capture_read("whole", parsed.messages.len());
     let conversation = Conversation::new(&head, None, parsed.messages, Some(reply));
     let put = put(state, tenant, endpoint, (run, None), &conversation, true).await?;
