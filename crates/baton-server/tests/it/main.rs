@@ -8,6 +8,7 @@
     missing_docs
 )]
 
+mod agents;
 mod capture;
 mod contract;
 mod gateway;

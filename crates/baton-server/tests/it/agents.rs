@@ -1,0 +1,291 @@
+//! The agents people run, through the gateway (issue 18, item 7): Claude Code itself
+//! (`npm @anthropic-ai/claude-code`, `claude -p` with `ANTHROPIC_BASE_URL` at the gateway and
+//! non-essential traffic off) and Codex (`npm @openai/codex`, `codex exec` with a model
+//! provider whose base URL is the gateway, on the Responses API), in front of the scripted
+//! upstream on loopback. Each must complete a tool-using task (the tool really runs, in a
+//! folder of the test's own) and its conversation must be captured as a run holding the tool
+//! call, its result and the answer.
+//!
+//! The agents are installed from the npm registry into `target/agents` at pinned versions, once.
+//! Never in CI (`CI` set), and skipped with one line when npm is missing or the registry cannot
+//! be reached: the test measures the agents against baton, not the network.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use baton_core::{ContentBlock, Seq, TenantId};
+use serde_json::{Value, json};
+
+use crate::gateway::{gateway, upstream};
+use crate::support::Backend;
+
+/// The agents' packages, pinned.
+const PACKAGES: [&str; 2] = ["@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0"];
+
+/// The folder holding the installed agents' `node_modules/.bin`, installing them first when
+/// needed; `None`, having said why in one line, when they cannot be had here.
+fn agents() -> Option<PathBuf> {
+    if std::env::var_os("CI").is_some() {
+        eprintln!(
+            "skipped: the agents' end-to-end tests install from the npm registry, never in CI"
+        );
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/agents");
+    let bin = dir.join("node_modules/.bin");
+    let have = |bin: &Path| bin.join("claude").is_file() && bin.join("codex").is_file();
+    if have(&bin) {
+        return Some(bin);
+    }
+    std::fs::create_dir_all(&dir).ok()?;
+    let installed = std::process::Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .args(PACKAGES)
+        .output();
+    match installed {
+        Ok(out) if out.status.success() && have(&bin) => Some(bin),
+        Ok(out) => {
+            let why = String::from_utf8_lossy(&out.stderr);
+            eprintln!(
+                "skipped: npm could not install the agents (registry unreachable?): {}",
+                why.lines().last().unwrap_or("")
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("skipped: npm is not here to install the agents: {e}");
+            None
+        }
+    }
+}
+
+/// The scripted upstream's answers to whatever else an agent asks on the side (a title, a
+/// summary): a short text, each a few times.
+fn side_turns() -> impl Iterator<Item = Value> {
+    (0..8).map(|_| json!({"when": {"tools": false}, "reply": {"text": "Side answer."}}))
+}
+
+/// Runs `claude -p PROMPT` in a fresh folder and home, against `server`'s gateway with
+/// `headers` beside the baton key: its output, the folder, and every body the upstream saw.
+async fn claude(
+    bin: &Path,
+    server: &crate::support::TestServer,
+    (up, turns): (&baton_provider::scripted::ScriptedServer, usize),
+    headers: &str,
+) -> (String, tempfile::TempDir, Vec<String>) {
+    let work = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new(bin.join("claude"))
+        .args([
+            "-p",
+            "baton-e2e task: write the answer to six times seven into e2e.txt with the shell",
+            "--allowedTools",
+            "Bash",
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+        ])
+        .current_dir(work.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_BASE_URL", &server.base)
+        .env(
+            "ANTHROPIC_API_KEY",
+            "sk-ant-e2e-test-key-not-real-0000000000",
+        )
+        .env(
+            "ANTHROPIC_CUSTOM_HEADERS",
+            format!("x-baton-key: {}{headers}", server.key),
+        )
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .expect("claude -p took more than 3 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let requests: Vec<String> = up.requests().iter().map(|r| r.text.clone()).collect();
+    assert!(
+        out.status.success(),
+        "claude -p failed ({}):\n{stdout}\n{stderr}\nupstream saw {requests:?}",
+        out.status
+    );
+    assert!(stdout.contains("baton-e2e-42"), "{stdout}");
+    // The upstream refused nothing: each request it saw took one of its turns.
+    assert_eq!(requests.len(), turns - up.remaining_turns(), "{requests:?}");
+    // The tool ran, for real, where the agent works.
+    let written = std::fs::read_to_string(work.path().join("e2e.txt")).unwrap();
+    assert_eq!(written.trim(), "baton-e2e-42");
+    (stdout, work, requests)
+}
+
+/// Claude Code runs a shell command for its task through the gateway, and the conversation is
+/// kept as a run with the call and its result.
+#[tokio::test]
+async fn claude_code_completes_a_tool_task_through_the_gateway() {
+    let Some(bin) = agents() else { return };
+    let mut turns = vec![
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
+               "reply": {"text": "I'll write it.", "tool_calls": [{"name": "Bash", "input": {
+                   "command": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt",
+                   "description": "Write the answer to e2e.txt"}}]}}),
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
+               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
+    ];
+    turns.extend(side_turns());
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    claude(&bin, &server, (&up, n), "").await;
+    captured(&server, "Bash").await;
+}
+
+/// With managed context on, Claude Code keeps working past a compaction: a command's long
+/// output takes the conversation over the budget, baton sends the upstream its summary in place
+/// of the old messages (the upstream sees baton's preamble), and the agent finishes its task
+/// with no API error.
+#[tokio::test]
+async fn claude_code_keeps_working_past_a_managed_compaction() {
+    let Some(bin) = agents() else { return };
+    // Six rounds of a command with a long output, then the task's own command.
+    let round = |k: usize| {
+        json!({"name": "Bash", "input": {
+            "command": format!("echo round-{k}-output; seq {} {}", 100_000 * k, 100_000 * k + 400),
+            "description": format!("Round {k}")}})
+    };
+    let mut turns = vec![
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
+                                "reply": {"text": "Round 1.", "tool_calls": [round(1)]}}),
+    ];
+    for k in 1..6 {
+        turns.push(json!({"when": {"tools": true, "last_user_contains": format!("round-{k}-output")},
+                          "reply": {"text": format!("Round {}.", k + 1), "tool_calls": [round(k + 1)]}}));
+    }
+    turns.push(
+        json!({"when": {"tools": true, "last_user_contains": "round-6-output"},
+               "reply": {"text": "Now the file.", "tool_calls": [{"name": "Bash", "input": {
+                   "command": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt",
+                   "description": "Write the answer to e2e.txt"}}]}}),
+    );
+    turns.push(
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
+               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
+    );
+    turns.extend(side_turns());
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    let headers = "\nx-baton-context: structured\nx-baton-context-budget: 22500";
+    let (_, _, requests) = claude(&bin, &server, (&up, n), headers).await;
+    let sizes: Vec<usize> = requests.iter().map(String::len).collect();
+    assert!(
+        requests.iter().any(|r| r.contains("summarized by baton")),
+        "no request went upstream compacted; sizes {sizes:?}"
+    );
+    captured(&server, "Bash").await;
+}
+
+/// Waits (up to 5 s) for a run of tenant `acme` holding a call of `tool`, a tool result and
+/// the scripted answer.
+async fn captured(server: &crate::support::TestServer, tool: &str) {
+    let tenant = TenantId::new("acme").unwrap();
+    for _ in 0..100 {
+        for run in server.store.list_runs(&tenant).await.unwrap_or_default() {
+            let entries = server
+                .store
+                .read_range(&tenant, &run.id, Seq(1), None)
+                .await
+                .unwrap();
+            let blocks: Vec<&ContentBlock> =
+                entries.iter().flat_map(|e| &e.message.content).collect();
+            let call = blocks
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { name, .. } if name == tool));
+            let result = blocks
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+            let answer = serde_json::to_string(&entries)
+                .unwrap()
+                .contains("Done: e2e.txt holds");
+            if call && result && answer {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no captured run holds the {tool} call, its result and the answer");
+}
+
+/// Codex runs a shell command for its task through the gateway's Responses API, and the
+/// conversation is kept as a run with the call and its result.
+#[tokio::test]
+async fn codex_completes_a_tool_task_through_the_gateway() {
+    let Some(bin) = agents() else { return };
+    let mut turns = vec![
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
+               "reply": {"text": "I'll write it.", "tool_calls": [{"name": "exec_command", "input": {
+                   "cmd": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt"}}]}}),
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
+               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
+    ];
+    turns.extend(
+        (0..8).map(|_| json!({"when": {"tools": false}, "reply": {"text": "Side answer."}})),
+    );
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    let work = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let provider = format!(
+        r#"model_providers.baton={{name="baton", base_url="{}/v1", wire_api="responses", env_key="BATON_E2E_UPSTREAM_KEY", http_headers={{"x-baton-key"="{}"}}}}"#,
+        server.base, server.key
+    );
+    let run = tokio::process::Command::new(bin.join("codex"))
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "danger-full-access",
+            "-m",
+            "gpt-5-codex",
+            "-c",
+            "model_provider=baton",
+            "-c",
+        ])
+        .arg(&provider)
+        .arg("baton-e2e task: write the answer to six times seven into e2e.txt with the shell")
+        .current_dir(work.path())
+        .env("HOME", home.path())
+        .env("CODEX_HOME", home.path())
+        .env(
+            "BATON_E2E_UPSTREAM_KEY",
+            "sk-e2e-test-key-not-real-0000000000",
+        )
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .expect("codex exec took more than 3 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let requests: Vec<String> = up.requests().iter().map(|r| r.text.clone()).collect();
+    assert!(
+        out.status.success(),
+        "codex exec failed ({}):\n{stdout}\n{stderr}\nupstream saw {requests:?}",
+        out.status
+    );
+    assert!(
+        stdout.contains("baton-e2e-42"),
+        "{stdout}\n{stderr}\nupstream saw {requests:?}"
+    );
+    let written = std::fs::read_to_string(work.path().join("e2e.txt")).unwrap();
+    assert_eq!(written.trim(), "baton-e2e-42");
+    captured(&server, "exec_command").await;
+}
