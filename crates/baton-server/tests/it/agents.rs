@@ -125,20 +125,39 @@ async fn claude(
     (stdout, work, requests)
 }
 
+/// Claude Code's turns: `rounds` commands with a long output, then the task's own command,
+/// then the answer.
+fn claude_turns(rounds: usize) -> Vec<Value> {
+    let call = |command: String, description: &str| json!([{"name": "Bash", "input": {"command": command, "description": description}}]);
+    let task = "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt".to_owned();
+    let mut turns = Vec::new();
+    let mut after = "baton-e2e task".to_owned();
+    for k in 1..=rounds {
+        let command = format!(
+            "echo round-{k}-output; seq {} {}",
+            100_000 * k,
+            100_000 * k + 400
+        );
+        turns.push(json!({"when": {"tools": true, "last_user_contains": after},
+                          "reply": {"text": format!("Round {k}."), "tool_calls": call(command, "A round")}}));
+        after = format!("round-{k}-output");
+    }
+    turns.push(json!({"when": {"tools": true, "last_user_contains": after},
+                      "reply": {"text": "Now the file.", "tool_calls": call(task, "Write the answer to e2e.txt")}}));
+    turns.push(
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
+                      "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
+    );
+    turns.extend(side_turns());
+    turns
+}
+
 /// Claude Code runs a shell command for its task through the gateway, and the conversation is
 /// kept as a run with the call and its result.
 #[tokio::test]
 async fn claude_code_completes_a_tool_task_through_the_gateway() {
     let Some(bin) = agents() else { return };
-    let mut turns = vec![
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
-               "reply": {"text": "I'll write it.", "tool_calls": [{"name": "Bash", "input": {
-                   "command": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt",
-                   "description": "Write the answer to e2e.txt"}}]}}),
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
-               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
-    ];
-    turns.extend(side_turns());
+    let turns = claude_turns(0);
     let n = turns.len();
     let up = upstream(Value::Array(turns));
     let server = gateway(Backend::Sqlite, &up, |_| {}).await;
@@ -146,47 +165,31 @@ async fn claude_code_completes_a_tool_task_through_the_gateway() {
     captured(&server, "Bash").await;
 }
 
-/// With managed context on, Claude Code keeps working past a compaction: a command's long
-/// output takes the conversation over the budget, baton sends the upstream its summary in place
-/// of the old messages (the upstream sees baton's preamble), and the agent finishes its task
-/// with no API error.
+/// With managed context on, Claude Code keeps working past a compaction: its commands' outputs
+/// take the conversation over the budget, baton sends the upstream its summary in place of the
+/// old messages (the upstream sees baton's preamble), and the agent finishes its task with no
+/// request refused. The budget is set from a first run's opening request (its system prompt
+/// and tools, which are sent as they are) and room for a few outputs.
 #[tokio::test]
 async fn claude_code_keeps_working_past_a_managed_compaction() {
     let Some(bin) = agents() else { return };
-    // Six rounds of a command with a long output, then the task's own command.
-    let round = |k: usize| {
-        json!({"name": "Bash", "input": {
-            "command": format!("echo round-{k}-output; seq {} {}", 100_000 * k, 100_000 * k + 400),
-            "description": format!("Round {k}")}})
-    };
-    let mut turns = vec![
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
-                                "reply": {"text": "Round 1.", "tool_calls": [round(1)]}}),
-    ];
-    for k in 1..6 {
-        turns.push(json!({"when": {"tools": true, "last_user_contains": format!("round-{k}-output")},
-                          "reply": {"text": format!("Round {}.", k + 1), "tool_calls": [round(k + 1)]}}));
-    }
-    turns.push(
-        json!({"when": {"tools": true, "last_user_contains": "round-6-output"},
-               "reply": {"text": "Now the file.", "tool_calls": [{"name": "Bash", "input": {
-                   "command": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt",
-                   "description": "Write the answer to e2e.txt"}}]}}),
-    );
-    turns.push(
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
-               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
-    );
-    turns.extend(side_turns());
+    let turns = claude_turns(0);
     let n = turns.len();
     let up = upstream(Value::Array(turns));
     let server = gateway(Backend::Sqlite, &up, |_| {}).await;
-    let headers = "\nx-baton-context: structured\nx-baton-context-budget: 22500";
-    let (_, _, requests) = claude(&bin, &server, (&up, n), headers).await;
+    let (_, _, opening) = claude(&bin, &server, (&up, n), "").await;
+    let budget = opening[0].len() / 4 + 1_500;
+
+    let turns = claude_turns(6);
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    let headers = format!("\nx-baton-context: structured\nx-baton-context-budget: {budget}");
+    let (_, _, requests) = claude(&bin, &server, (&up, n), &headers).await;
     let sizes: Vec<usize> = requests.iter().map(String::len).collect();
     assert!(
         requests.iter().any(|r| r.contains("summarized by baton")),
-        "no request went upstream compacted; sizes {sizes:?}"
+        "no request went upstream compacted at a budget of {budget}; sizes {sizes:?}"
     );
     captured(&server, "Bash").await;
 }
@@ -222,27 +225,19 @@ async fn captured(server: &crate::support::TestServer, tool: &str) {
     panic!("no captured run holds the {tool} call, its result and the answer");
 }
 
-/// Codex runs a shell command for its task through the gateway's Responses API, and the
-/// conversation is kept as a run with the call and its result.
-#[tokio::test]
-async fn codex_completes_a_tool_task_through_the_gateway() {
-    let Some(bin) = agents() else { return };
-    let mut turns = vec![
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e task"},
-               "reply": {"text": "I'll write it.", "tool_calls": [{"name": "exec_command", "input": {
-                   "cmd": "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt"}}]}}),
-        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
-               "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
-    ];
-    turns.extend(
-        (0..8).map(|_| json!({"when": {"tools": false}, "reply": {"text": "Side answer."}})),
-    );
-    let up = upstream(Value::Array(turns));
-    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+/// Runs `codex exec PROMPT` in a fresh folder and home, with a model provider whose base URL is
+/// `server`'s gateway and whose headers are baton's key and `headers` (TOML pairs, each
+/// led by a comma): what the upstream saw. Asserts the task was done and nothing was refused.
+async fn codex(
+    bin: &Path,
+    server: &crate::support::TestServer,
+    (up, turns): (&baton_provider::scripted::ScriptedServer, usize),
+    headers: &str,
+) -> Vec<String> {
     let work = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let provider = format!(
-        r#"model_providers.baton={{name="baton", base_url="{}/v1", wire_api="responses", env_key="BATON_E2E_UPSTREAM_KEY", http_headers={{"x-baton-key"="{}"}}}}"#,
+        r#"model_providers.baton={{name="baton", base_url="{}/v1", wire_api="responses", env_key="BATON_E2E_UPSTREAM_KEY", http_headers={{"x-baton-key"="{}"{headers}}}}}"#,
         server.base, server.key
     );
     let run = tokio::process::Command::new(bin.join("codex"))
@@ -251,12 +246,8 @@ async fn codex_completes_a_tool_task_through_the_gateway() {
             "--skip-git-repo-check",
             "--sandbox",
             "danger-full-access",
-            "-m",
-            "gpt-5-codex",
-            "-c",
-            "model_provider=baton",
-            "-c",
         ])
+        .args(["-m", "gpt-5-codex", "-c", "model_provider=baton", "-c"])
         .arg(&provider)
         .arg("baton-e2e task: write the answer to six times seven into e2e.txt with the shell")
         .current_dir(work.path())
@@ -281,11 +272,77 @@ async fn codex_completes_a_tool_task_through_the_gateway() {
         "codex exec failed ({}):\n{stdout}\n{stderr}\nupstream saw {requests:?}",
         out.status
     );
-    assert!(
-        stdout.contains("baton-e2e-42"),
-        "{stdout}\n{stderr}\nupstream saw {requests:?}"
-    );
+    assert!(stdout.contains("baton-e2e-42"), "{stdout}\n{stderr}");
+    assert_eq!(requests.len(), turns - up.remaining_turns(), "{requests:?}");
     let written = std::fs::read_to_string(work.path().join("e2e.txt")).unwrap();
     assert_eq!(written.trim(), "baton-e2e-42");
+    requests
+}
+
+/// Codex's turns: `rounds` commands with a long output, then the task's own command, then the
+/// answer.
+fn codex_turns(rounds: usize) -> Vec<Value> {
+    let call = |cmd: String| json!([{"name": "exec_command", "input": {"cmd": cmd}}]);
+    let task = "echo baton-e2e-$((6*7)) > e2e.txt && cat e2e.txt".to_owned();
+    let mut turns = Vec::new();
+    let mut after = "baton-e2e task".to_owned();
+    for k in 1..=rounds {
+        let cmd = format!(
+            "echo round-{k}-output; seq {} {}",
+            100_000 * k,
+            100_000 * k + 400
+        );
+        turns.push(json!({"when": {"tools": true, "last_user_contains": after},
+                          "reply": {"text": format!("Round {k}."), "tool_calls": call(cmd)}}));
+        after = format!("round-{k}-output");
+    }
+    turns.push(json!({"when": {"tools": true, "last_user_contains": after},
+                      "reply": {"text": "Now the file.", "tool_calls": call(task)}}));
+    turns.push(
+        json!({"when": {"tools": true, "last_user_contains": "baton-e2e-42"},
+                      "reply": {"text": "Done: e2e.txt holds baton-e2e-42."}}),
+    );
+    turns.extend(side_turns());
+    turns
+}
+
+/// Codex runs a shell command for its task through the gateway's Responses API, and the
+/// conversation is kept as a run with the call and its result.
+#[tokio::test]
+async fn codex_completes_a_tool_task_through_the_gateway() {
+    let Some(bin) = agents() else { return };
+    let turns = codex_turns(0);
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    codex(&bin, &server, (&up, n), "").await;
+    captured(&server, "exec_command").await;
+}
+
+/// With managed context on, Codex keeps working past a compaction on the Responses API. The
+/// budget is set from a first run's opening request (its instructions and tools, which are
+/// sent as they are), so the conversation's commands take it over.
+#[tokio::test]
+async fn codex_keeps_working_past_a_managed_compaction() {
+    let Some(bin) = agents() else { return };
+    let turns = codex_turns(0);
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    let opening = codex(&bin, &server, (&up, n), "").await[0].len() as u64 / 4;
+
+    let turns = codex_turns(6);
+    let n = turns.len();
+    let up = upstream(Value::Array(turns));
+    let server = gateway(Backend::Sqlite, &up, |_| {}).await;
+    let budget = opening + 1_500;
+    let headers =
+        format!(r#", "x-baton-context"="structured", "x-baton-context-budget"="{budget}""#);
+    let requests = codex(&bin, &server, (&up, n), &headers).await;
+    let sizes: Vec<usize> = requests.iter().map(String::len).collect();
+    assert!(
+        requests.iter().any(|r| r.contains("summarized by baton")),
+        "no request went upstream compacted at a budget of {budget}; sizes {sizes:?}"
+    );
     captured(&server, "exec_command").await;
 }
