@@ -69,15 +69,7 @@ async fn stored(server: &TestServer, tenant: &TenantId, run: &str, n: usize) -> 
 /// then it is `unchanged`.)
 async fn settled(server: &TestServer, n: u64) {
     for _ in 0..200 {
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.metrics().await;
         let count = |outcome: &str| -> u64 {
             let prefix = format!("baton_gateway_captures_total{{outcome=\"{outcome}\"}} ");
             text.lines()
@@ -98,15 +90,7 @@ async fn captures(server: &TestServer, outcome: &str, n: u64) {
     let line = format!("baton_gateway_captures_total{{outcome=\"{outcome}\"}} {n}");
     let mut seen = String::new();
     for _ in 0..200 {
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.metrics().await;
         if text.lines().any(|l| l == line) {
             return;
         }
@@ -452,15 +436,7 @@ async fn each_answer_is_counted_once_in_the_usage_reports(backend: Backend) {
 
 /// How many request messages captures parsed so far: (continued, whole).
 async fn reads(server: &TestServer) -> (u64, u64) {
-    let text = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics().await;
     let count = |read: &str| -> u64 {
         let prefix = format!("baton_gateway_capture_messages_read_total{{read=\"{read}\"}} ");
         text.lines()

@@ -102,6 +102,12 @@ impl TestServer {
         format!("{}{path}", self.base)
     }
 
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        let response = self.client.get(self.url("/metrics")).send().await.unwrap();
+        response.text().await.unwrap()
+    }
+
     /// A request as tenant `acme`.
     pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.client
