@@ -38,7 +38,13 @@ fn agents() -> Option<PathBuf> {
     if have(&bin) {
         return Some(bin);
     }
+    // The tests run in processes of their own at once: one installs, the others wait for it.
     std::fs::create_dir_all(&dir).ok()?;
+    let lock = std::fs::File::create(dir.join(".install-lock")).ok()?;
+    lock.lock().ok()?;
+    if have(&bin) {
+        return Some(bin);
+    }
     let installed = std::process::Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&dir)
