@@ -7,7 +7,8 @@
 //! the next request repeats it as a real client would. Claude Code sessions go to
 //! `/v1/messages` the way Claude Code sends them (content as blocks, a system prompt and the
 //! last block marked `cache_control`), against an upstream that models Anthropic's prompt
-//! cache; Codex sessions go to `/v1/chat/completions`. A call whose request the real API
+//! cache; Codex sessions go to `/v1/responses`, as Codex sends them (the input items, reasoning
+//! included, with `store: false`). A call whose request the real API
 //! would refuse (`check_messages`: e.g. a transcript that opens with the assistant, a tool call
 //! left unanswered) is not sent; its reply reaches the run as part of the next request.
 //!
@@ -62,6 +63,8 @@ struct Session {
     path: PathBuf,
     index: usize,
     wire: Format,
+    /// Whether its calls go to the Responses API (Codex's), not `wire`'s own route.
+    responses: bool,
     model: String,
     messages: Vec<Message>,
     /// The assistant messages answered by a call, by index.
@@ -262,9 +265,9 @@ pub(crate) fn section(
 /// Every Claude Code and Codex transcript of the corpus that has a model call to replay.
 fn sessions(corpus: &Path) -> anyhow::Result<Vec<Session>> {
     let mut sessions = Vec::new();
-    for (folder, wire) in [
-        ("claude-code-jsonl", Format::Anthropic),
-        ("codex-rollout-jsonl", Format::OpenAi),
+    for (folder, wire, responses) in [
+        ("claude-code-jsonl", Format::Anthropic, false),
+        ("codex-rollout-jsonl", Format::OpenAi, true),
     ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(corpus.join(folder))
             .with_context(|| format!("reading {folder}"))?
@@ -287,6 +290,7 @@ fn sessions(corpus: &Path) -> anyhow::Result<Vec<Session>> {
                     path: path.clone(),
                     index: t.index,
                     wire,
+                    responses,
                     model: t
                         .models
                         .first()
@@ -299,7 +303,7 @@ fn sessions(corpus: &Path) -> anyhow::Result<Vec<Session>> {
                 session.calls = (1..session.messages.len())
                     .filter(|&k| session.messages[k].role == Role::Assistant)
                     .filter(|&k| {
-                        let sent = wire.parse_request(&request(&session, k));
+                        let sent = parse_sent(&session, &request(&session, k));
                         sent.is_ok_and(|r| {
                             r.messages.iter().any(|m| m.role == Role::User)
                                 && wire.check_messages(&r.messages).is_ok()
@@ -323,8 +327,22 @@ fn tenant() -> TenantId {
     TenantId::new("replay").unwrap_or_else(|_| unreachable!("a valid tenant"))
 }
 
-/// The request of call `k` of `session`, in its wire format.
+/// A request of `session` as the gateway reads it.
+fn parse_sent(session: &Session, request: &Value) -> Result<RequestBody, baton_wire::Error> {
+    match session.responses {
+        true => baton_wire::responses::parse_request(request),
+        false => session.wire.parse_request(request),
+    }
+}
+
+/// The request of call `k` of `session`, in its wire format: Codex's on the Responses API, its
+/// reasoning as reasoning items, as Codex sends it.
 fn request(session: &Session, k: usize) -> Value {
+    if session.responses {
+        let input = baton_wire::responses::render_input(&session.messages[..k]);
+        return json!({"model": session.model, "input": input, "max_output_tokens": 4096,
+                      "store": false});
+    }
     let body = RequestBody {
         model: session.model.clone(),
         system: None,
@@ -363,6 +381,9 @@ fn upstream(session: &Session) -> anyhow::Result<ScriptedServer> {
         .iter()
         .map(|&k| {
             let message = match session.wire {
+                _ if session.responses => Value::Array(baton_wire::responses::render_input(
+                    std::slice::from_ref(&session.messages[k]),
+                )),
                 Format::Anthropic => baton_wire::anthropic::render_message(&session.messages[k]),
                 Format::OpenAi => baton_wire::openai::render_message(&session.messages[k])
                     .into_iter()
@@ -478,6 +499,7 @@ async fn replay_one(
     let client = reqwest::Client::new();
     let run = run_id(i);
     let path = match session.wire {
+        _ if session.responses => "/v1/responses",
         Format::Anthropic => "/v1/messages",
         Format::OpenAi => "/v1/chat/completions",
     };
@@ -521,7 +543,11 @@ async fn replay_one(
             anthropic: session.wire == Format::Anthropic,
             ..Sample::default()
         };
-        if let Ok(reply) = session.wire.parse_response(&text) {
+        let reply = match session.responses {
+            true => baton_wire::responses::parse_response(&text),
+            false => session.wire.parse_response(&text),
+        };
+        if let Ok(reply) = reply {
             let u = reply.usage;
             sample.upstream_input = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
             sample.cache_read = u.cache_read_tokens;
@@ -655,9 +681,9 @@ async fn compare(
             continue;
         }
         let first = want.iter().zip(&have).position(|(a, b)| a != b);
-        // What a wire format cannot carry: Chat Completions has no reasoning items.
+        // What a wire format cannot carry (Chat Completions has no reasoning items).
         let reasoning = if without_reasoning(&want) == without_reasoning(&have) {
-            "; equal but for reasoning blocks, which Chat Completions does not carry"
+            "; equal but for reasoning blocks"
         } else {
             ""
         };

@@ -66,7 +66,8 @@
 //!   `error` wins over `raw`, which wins over the rest.
 //! - `message` (in a reply): the assistant message to answer with, in the request's vendor
 //!   shape, its tool-call ids kept (instead of `text` and `tool_calls`): to replay a recorded
-//!   conversation.
+//!   conversation. On the Responses API it may also be a list of output items (`reasoning`,
+//!   `message`, `function_call`), which carries reasoning.
 //! - `"prompt_cache": true` (beside `turns`) models Anthropic's prompt cache: each request's
 //!   blocks (tools, system blocks, each message's content blocks) make a chain of prefixes;
 //!   a request reads from the cache the longest prefix, through its last `cache_control`
@@ -611,9 +612,13 @@ async fn answer_inner(
     let scripted = match &reply.message {
         None => None,
         Some(message) => {
-            let parsed = match format {
-                Format::Anthropic => baton_wire::anthropic::parse_message(message),
-                Format::OpenAi => baton_wire::openai::parse_message(message),
+            let parsed = match (format, message) {
+                // On the Responses API, the reply's output items (reasoning included).
+                (_, Value::Array(items)) if api == Api::Responses => {
+                    Ok(baton_wire::responses::parse_output(items))
+                }
+                (Format::Anthropic, _) => baton_wire::anthropic::parse_message(message),
+                (Format::OpenAi, _) => baton_wire::openai::parse_message(message),
             };
             match parsed {
                 Ok(message) => Some(message),

@@ -408,7 +408,7 @@ pub(crate) fn parse_arguments(arguments: &str) -> Value {
 }
 
 /// Reads a `data:<type>;base64,<data>` URL as inline bytes, and any other URL as a URL.
-fn media_from_url(url: &str) -> MediaSource {
+pub(crate) fn media_from_url(url: &str) -> MediaSource {
     let base64 = url
         .strip_prefix("data:")
         .and_then(|rest| rest.split_once(','))
@@ -424,7 +424,7 @@ fn media_from_url(url: &str) -> MediaSource {
     }
 }
 
-fn data_url(media_type: &str, data: &str) -> String {
+pub(crate) fn data_url(media_type: &str, data: &str) -> String {
     format!("data:{media_type};base64,{data}")
 }
 

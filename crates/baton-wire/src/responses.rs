@@ -7,9 +7,11 @@
 //! "stream", "previous_response_id", "store", …}`. Its input items are messages (`{"role",
 //! "content": "text" | [{"type": "input_text" | "output_text", "text"}]}`, `"type": "message"`
 //! optional), `function_call` (`call_id`, `name`, `arguments`) and `function_call_output`
-//! (`call_id`, `output`) items; `reasoning` and `item_reference` items, and content parts that
-//! are not text (images, files), carry nothing baton's reader needs and are skipped, as are tools
-//! other than functions (the hosted ones).
+//! (`call_id`, `output`) items and `reasoning` items (each `summary` and `content` text a
+//! thinking block, `encrypted_content` a redacted-thinking block, in the assistant message
+//! they belong to, as the Codex importer reads a rollout's reasoning); `item_reference` items,
+//! and content parts that are not text (images, files), carry nothing baton's reader needs and
+//! are skipped, as are tools other than functions (the hosted ones).
 //!
 //! A response is `{"id", "object": "response", "created_at", "status": "completed" |
 //! "incomplete" | "failed", "model", "output": [items], "error", "incomplete_details", "usage":
@@ -46,12 +48,12 @@
 //! # Ok::<(), baton_wire::Error>(())
 //! ```
 
-use baton_core::{ContentBlock, Message, Role};
+use baton_core::{ContentBlock, MediaSource, Message, Role};
 use serde_json::{Value, json};
 
 use crate::exchange::chunks;
-use crate::openai::parse_arguments;
 use crate::openai::response::{api_error, created, read_usage};
+use crate::openai::{data_url, media_from_url, parse_arguments};
 use crate::sse::{self, Decoder, Event};
 use crate::{Error, Reply, RequestBody, StreamDelta, ToolDef, Usage};
 
@@ -59,8 +61,9 @@ use crate::{Error, Reply, RequestBody, StreamDelta, ToolDef, Usage};
 mod tests;
 
 /// Reads a Responses request body into baton's model, keeping one message per input message
-/// (consecutive `function_call` items join the assistant message before them, and each
-/// `function_call_output` is one tool message).
+/// (consecutive `function_call` and `reasoning` items join the assistant message before them,
+/// an assistant message joins the reasoning before it, and each `function_call_output` is one
+/// tool message).
 pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
     let Value::Object(map) = value else {
         return Err(invalid(
@@ -141,7 +144,8 @@ pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
 }
 
 /// For each item of a request's `input` list, the index of the message of [`parse_request`]'s
-/// `messages` it is read into (`None` for an item that carries none, such as `reasoning`), so
+/// `messages` it is read into (`None` for an item that carries none, such as an
+/// `item_reference` or an empty `reasoning`), so
 /// a caller can map messages back to the items that made them; empty when `input` is not a
 /// list.
 pub fn input_messages(value: &Value) -> Result<Vec<Option<usize>>, Error> {
@@ -195,14 +199,21 @@ fn read_item(
                 Some(Value::String(text)) => vec![ContentBlock::Text { text: text.clone() }],
                 Some(Value::Array(parts)) => parts
                     .iter()
-                    .filter(|p| {
-                        matches!(
-                            p.get("type").and_then(Value::as_str),
-                            Some("input_text" | "output_text" | "text")
-                        )
-                    })
-                    .map(|p| ContentBlock::Text {
-                        text: str_of(p, "text"),
+                    .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+                        Some("input_text" | "output_text" | "text") => Some(ContentBlock::Text {
+                            text: str_of(p, "text"),
+                        }),
+                        Some("input_image") => {
+                            let source = match (p.get("image_url"), p.get("file_id")) {
+                                (Some(Value::String(url)), _) => media_from_url(url),
+                                (_, Some(Value::String(file_id))) => MediaSource::File {
+                                    file_id: file_id.clone(),
+                                },
+                                _ => return None,
+                            };
+                            Some(ContentBlock::Image { source })
+                        }
+                        _ => None,
                     })
                     .collect(),
                 _ => {
@@ -222,7 +233,24 @@ fn read_item(
                     system.push(text);
                 }
             }
-            messages.push(Message { role, content });
+            // An assistant message after its reasoning is one message with it.
+            match messages.last_mut() {
+                Some(last)
+                    if role == Role::Assistant
+                        && last.role == Role::Assistant
+                        && !last.content.is_empty()
+                        && last.content.iter().all(is_reasoning) =>
+                {
+                    last.content.extend(content);
+                }
+                _ => messages.push(Message { role, content }),
+            }
+        }
+        "reasoning" => {
+            let blocks = reasoning_blocks(item);
+            if !blocks.is_empty() {
+                assistant_side(messages, blocks);
+            }
         }
         "function_call" => {
             let call = ContentBlock::ToolUse {
@@ -230,21 +258,7 @@ fn read_item(
                 name: str_of(item, "name"),
                 input: parse_arguments(item.get("arguments").and_then(Value::as_str).unwrap_or("")),
             };
-            match messages.last_mut() {
-                Some(last)
-                    if last.role == Role::Assistant
-                        && last
-                            .content
-                            .iter()
-                            .all(|b| !matches!(b, ContentBlock::ToolResult { .. })) =>
-                {
-                    last.content.push(call);
-                }
-                _ => messages.push(Message {
-                    role: Role::Assistant,
-                    content: vec![call],
-                }),
-            }
+            assistant_side(messages, vec![call]);
         }
         "function_call_output" => {
             let output = match item.get("output") {
@@ -267,11 +281,65 @@ fn read_item(
     Ok(())
 }
 
+/// Adds `blocks` (calls, reasoning) to the assistant message they follow, or to a new one.
+fn assistant_side(messages: &mut Vec<Message>, blocks: Vec<ContentBlock>) {
+    match messages.last_mut() {
+        Some(last)
+            if last.role == Role::Assistant
+                && last
+                    .content
+                    .iter()
+                    .all(|b| !matches!(b, ContentBlock::ToolResult { .. })) =>
+        {
+            last.content.extend(blocks);
+        }
+        _ => messages.push(Message {
+            role: Role::Assistant,
+            content: blocks,
+        }),
+    }
+}
+
+/// Whether `block` is reasoning (a thinking or redacted-thinking block).
+fn is_reasoning(block: &ContentBlock) -> bool {
+    matches!(
+        block,
+        ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
+    )
+}
+
+/// A `reasoning` item's blocks: a thinking block per `summary` and `content` text, then a
+/// redacted-thinking block for its `encrypted_content`.
+fn reasoning_blocks(item: &Value) -> Vec<ContentBlock> {
+    let mut blocks = Vec::new();
+    for key in ["summary", "content"] {
+        for part in item
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(text) = part.get("text").and_then(Value::as_str) {
+                blocks.push(ContentBlock::Thinking {
+                    thinking: text.to_owned(),
+                    signature: None,
+                });
+            }
+        }
+    }
+    if let Some(data) = item.get("encrypted_content").and_then(Value::as_str) {
+        blocks.push(ContentBlock::RedactedThinking {
+            data: data.to_owned(),
+        });
+    }
+    blocks
+}
+
 /// Reads a non-streaming Responses body: its message text and function calls, its status and
 /// its usage. A body with an `error` object (an error body, or a `failed` response) is
 /// [`Error::Api`]; one that is not JSON or has no `output` list is [`Error::Malformed`].
-/// Output items other than messages and function calls (reasoning, hosted tools' calls) are
-/// not part of [`Reply::message`].
+/// Reasoning items are read as in a request; output items other than messages, reasoning and
+/// function calls (hosted tools' calls) are not part of [`Reply::message`].
 pub fn parse_response(body: &[u8]) -> Result<Reply, Error> {
     let value: Value =
         serde_json::from_slice(body).map_err(|err| malformed(format!("not JSON ({err})")))?;
@@ -285,6 +353,33 @@ fn reply_of(value: &Value) -> Result<Reply, Error> {
     let Some(output) = value.get("output").and_then(Value::as_array) else {
         return Err(malformed("no \"output\" list".to_owned()));
     };
+    let status = value
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("completed");
+    let stop_reason = match value
+        .get("incomplete_details")
+        .and_then(|d| d.get("reason"))
+        .and_then(Value::as_str)
+    {
+        Some(reason) if status == "incomplete" => format!("incomplete:{reason}"),
+        _ => status.to_owned(),
+    };
+    let mut usage = Usage::default();
+    if let Some(u) = value.get("usage").filter(|u| u.is_object()) {
+        read_usage(u, &mut usage);
+    }
+    Ok(Reply {
+        message: parse_output(output),
+        stop_reason,
+        usage,
+        model: str_of(value, "model"),
+    })
+}
+
+/// The assistant message of a response's `output` items: its messages' text, its reasoning
+/// and its function calls, in their order.
+pub fn parse_output(output: &[Value]) -> Message {
     let mut content = Vec::new();
     for item in output {
         match item.get("type").and_then(Value::as_str) {
@@ -307,34 +402,14 @@ fn reply_of(value: &Value) -> Result<Reply, Error> {
                 name: str_of(item, "name"),
                 input: parse_arguments(item.get("arguments").and_then(Value::as_str).unwrap_or("")),
             }),
+            Some("reasoning") => content.extend(reasoning_blocks(item)),
             _ => {}
         }
     }
-    let status = value
-        .get("status")
-        .and_then(Value::as_str)
-        .unwrap_or("completed");
-    let stop_reason = match value
-        .get("incomplete_details")
-        .and_then(|d| d.get("reason"))
-        .and_then(Value::as_str)
-    {
-        Some(reason) if status == "incomplete" => format!("incomplete:{reason}"),
-        _ => status.to_owned(),
-    };
-    let mut usage = Usage::default();
-    if let Some(u) = value.get("usage").filter(|u| u.is_object()) {
-        read_usage(u, &mut usage);
+    Message {
+        role: Role::Assistant,
+        content,
     }
-    Ok(Reply {
-        message: Message {
-            role: Role::Assistant,
-            content,
-        },
-        stop_reason,
-        usage,
-        model: str_of(value, "model"),
-    })
 }
 
 /// Writes a non-streaming Responses body for `reply`, with `id` as its id. A stop reason of
@@ -357,7 +432,7 @@ fn status_of(reply: &Reply) -> (String, Value) {
 }
 
 fn output_items(reply: &Reply, id: &str) -> Vec<Value> {
-    let mut items = Vec::new();
+    let mut items = reasoning_items(&reply.message.content, id);
     let text: String = reply
         .message
         .content
@@ -390,6 +465,136 @@ fn output_items(reply: &Reply, id: &str) -> Vec<Value> {
             }));
         }
     }
+    items
+}
+
+/// Writes `messages` as a request's `input` items, which [`parse_request`] reads back into the
+/// same messages: system messages as `developer` messages, user text as `input_text`, an
+/// assistant message as its items in order (each run of reasoning blocks as `reasoning` items,
+/// each run of text as one `message` of `output_text` parts, each call a `function_call`), and
+/// each tool result a `function_call_output`.
+pub fn render_input(messages: &[Message]) -> Vec<Value> {
+    let mut items = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        let role = match message.role {
+            Role::System => "developer",
+            Role::User => "user",
+            Role::Assistant | Role::Tool => "assistant",
+        };
+        if message.role != Role::Assistant {
+            let parts: Vec<Value> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => {
+                        Some(json!({"type": "input_text", "text": text}))
+                    }
+                    ContentBlock::Image { source } => Some(match source {
+                        MediaSource::Base64 { media_type, data } => {
+                            json!({"type": "input_image", "image_url": data_url(media_type, data)})
+                        }
+                        MediaSource::Url { url } => {
+                            json!({"type": "input_image", "image_url": url})
+                        }
+                        MediaSource::File { file_id } => {
+                            json!({"type": "input_image", "file_id": file_id})
+                        }
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if !parts.is_empty() {
+                items.push(json!({"type": "message", "role": role, "content": parts}));
+            }
+            for block in &message.content {
+                if let ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } = block
+                {
+                    let output = Message {
+                        role: Role::Tool,
+                        content: content.clone(),
+                    }
+                    .plain_text();
+                    items.push(json!({"type": "function_call_output", "call_id": tool_use_id, "output": output}));
+                }
+            }
+            continue;
+        }
+        let mut at = 0;
+        let blocks = &message.content;
+        while at < blocks.len() {
+            let run = blocks[at..]
+                .iter()
+                .take_while(|b| std::mem::discriminant(*b) == std::mem::discriminant(&blocks[at]))
+                .count();
+            let same = &blocks[at..at + run];
+            match &blocks[at] {
+                ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
+                    let end = at + blocks[at..].iter().take_while(|b| is_reasoning(b)).count();
+                    items.extend(reasoning_items(&blocks[at..end], &format!("{m}_{at}")));
+                    at = end;
+                    continue;
+                }
+                ContentBlock::Text { .. } => {
+                    let parts: Vec<Value> = same
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text { text } => {
+                                Some(json!({"type": "output_text", "text": text}))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    items.push(json!({"type": "message", "role": "assistant", "content": parts}));
+                }
+                _ => {
+                    for block in same {
+                        if let ContentBlock::ToolUse { id, name, input } = block {
+                            let arguments = match input {
+                                Value::String(raw) => raw.clone(),
+                                other => other.to_string(),
+                            };
+                            items.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments}));
+                        }
+                    }
+                }
+            }
+            at += run;
+        }
+    }
+    items
+}
+
+/// The reasoning items of `blocks`: each run of thinking blocks, closed by a redacted-thinking
+/// block when one follows, is one item (its texts the summary, the redacted data its
+/// `encrypted_content`), which [`reasoning_blocks`] reads back into the same blocks.
+fn reasoning_items(blocks: &[ContentBlock], id: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut summary: Vec<Value> = Vec::new();
+    let close = |summary: &mut Vec<Value>, encrypted: Option<&str>, items: &mut Vec<Value>| {
+        if summary.is_empty() && encrypted.is_none() {
+            return;
+        }
+        let mut item = json!({"type": "reasoning", "id": format!("rs_{id}_{}", items.len()),
+                              "summary": std::mem::take(summary)});
+        if let Some(data) = encrypted {
+            item["encrypted_content"] = json!(data);
+        }
+        items.push(item);
+    };
+    for block in blocks {
+        match block {
+            ContentBlock::Thinking { thinking, .. } => {
+                summary.push(json!({"type": "summary_text", "text": thinking}));
+            }
+            ContentBlock::RedactedThinking { data } => close(&mut summary, Some(data), &mut items),
+            _ => {}
+        }
+    }
+    close(&mut summary, None, &mut items);
     items
 }
 
@@ -459,6 +664,10 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
                 ));
                 out.push(event(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": index,
                     "content_index": 0, "part": item["content"][0].clone()})));
+            }
+            Some("reasoning") => {
+                started["summary"] = json!([]);
+                out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": started})));
             }
             _ => {
                 started["arguments"] = json!("");

@@ -56,6 +56,18 @@ fn reply() -> Reply {
         message: Message {
             role: Role::Assistant,
             content: vec![
+                // Reasoning comes back as reasoning items, read into the same blocks.
+                ContentBlock::Thinking {
+                    thinking: "**Looking it up**".into(),
+                    signature: None,
+                },
+                ContentBlock::Thinking {
+                    thinking: "Rome, today.".into(),
+                    signature: None,
+                },
+                ContentBlock::RedactedThinking {
+                    data: "gAAAA-encrypted".into(),
+                },
                 ContentBlock::Text {
                     text: "Checking the weather for you now.".into(),
                 },
@@ -197,7 +209,7 @@ fn input_items_map_to_the_messages_they_are_read_into() {
         [
             Some(0),
             Some(1),
-            None,
+            Some(2),
             Some(2),
             Some(2),
             Some(2),
@@ -207,8 +219,104 @@ fn input_items_map_to_the_messages_they_are_read_into() {
     );
     let messages = super::parse_request(&value).unwrap().messages;
     assert_eq!(messages.len(), 5);
+    // The reasoning, the text and the calls are one assistant message, in their order.
+    let kinds: Vec<&str> = messages[2]
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::RedactedThinking { .. } => "redacted",
+            ContentBlock::Text { .. } => "text",
+            ContentBlock::ToolUse { .. } => "call",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["redacted", "text", "call", "call"]);
+    // An empty reasoning item carries nothing.
+    let empty = json!({"model": "m", "input": [{"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_2", "summary": []}]});
+    assert_eq!(super::input_messages(&empty).unwrap(), [Some(0), None]);
     assert_eq!(
         super::input_messages(&json!({"model": "m", "input": "hi"})).unwrap(),
         []
     );
+}
+
+#[test]
+fn input_rendered_from_messages_reads_back_into_them() {
+    let text = |role, t: &str| Message {
+        role,
+        content: vec![ContentBlock::Text { text: t.into() }],
+    };
+    let thinking = |t: &str| ContentBlock::Thinking {
+        thinking: t.into(),
+        signature: None,
+    };
+    let call = |id: &str| ContentBlock::ToolUse {
+        id: id.into(),
+        name: "exec".into(),
+        input: json!({"cmd": "ls"}),
+    };
+    let result = |id: &str| Message {
+        role: Role::Tool,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: id.into(),
+            content: vec![ContentBlock::Text {
+                text: "a.txt".into(),
+            }],
+            is_error: false,
+        }],
+    };
+    let messages = vec![
+        text(Role::System, "rules"),
+        text(Role::User, "list the files"),
+        Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::Text {
+                    text: "<image name=[Image #1]>".into(),
+                },
+                ContentBlock::Image {
+                    source: baton_core::MediaSource::Base64 {
+                        media_type: "image/png".into(),
+                        data: "iVBORw0KGgo".into(),
+                    },
+                },
+            ],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                thinking("**Listing**"),
+                ContentBlock::RedactedThinking {
+                    data: "enc1".into(),
+                },
+                call("c1"),
+            ],
+        },
+        result("c1"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                thinking("one"),
+                thinking("two"),
+                ContentBlock::RedactedThinking {
+                    data: "enc2".into(),
+                },
+                ContentBlock::Text {
+                    text: "Here:".into(),
+                },
+                ContentBlock::Text {
+                    text: "a.txt".into(),
+                },
+                call("c2"),
+                call("c3"),
+            ],
+        },
+        result("c2"),
+        result("c3"),
+        text(Role::Assistant, "Done."),
+    ];
+    let input = super::render_input(&messages);
+    let read = parse_request(&json!({"model": "m", "input": input})).unwrap();
+    assert_eq!(read.messages, messages);
 }
