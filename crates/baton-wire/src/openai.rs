@@ -92,7 +92,7 @@ pub mod request;
 pub mod response;
 pub mod stream;
 
-pub use request::{check_messages, parse_request, render_request};
+pub use request::{check_messages, parse_request, render_request, system_text};
 pub use response::{parse_embeddings, parse_error, parse_response, render_error, render_response};
 pub use stream::{Stream, render_stream};
 

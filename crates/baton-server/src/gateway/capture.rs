@@ -133,17 +133,10 @@ pub(crate) fn derived_run(
         .map_or(request.messages.len(), |i| i + 1);
     let head = &request.messages[..head];
     let system = match endpoint {
-        Endpoint::Chat => {
-            let texts: Vec<String> = head
-                .iter()
-                .filter(|m| m.role == Role::System)
-                .map(Message::plain_text)
-                .filter(|t| !t.is_empty())
-                .collect();
-            texts.join("\n\n")
-        }
-        _ => request.system.clone().unwrap_or_default(),
-    };
+        Endpoint::Chat => baton_wire::openai::system_text(head),
+        _ => request.system.clone(),
+    }
+    .unwrap_or_default();
     let mut hasher = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hasher.update((bytes.len() as u64).to_be_bytes());

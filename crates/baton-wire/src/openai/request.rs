@@ -120,12 +120,7 @@ pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
             parse_message(item).map_err(|err| invalid(&format!("messages.[{i}]"), &err.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let system: Vec<String> = messages
-        .iter()
-        .filter(|m| m.role == Role::System)
-        .map(Message::plain_text)
-        .filter(|t| !t.is_empty())
-        .collect();
+    let system = system_text(&messages);
     let tools = match map.get("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
@@ -183,16 +178,25 @@ pub fn parse_request(value: &Value) -> Result<RequestBody, Error> {
     };
     Ok(RequestBody {
         model,
-        system: match system.is_empty() {
-            true => None,
-            false => Some(system.join("\n\n")),
-        },
+        system,
         messages,
         tools,
         max_tokens,
         temperature,
         stream,
     })
+}
+
+/// The text of `messages`' system and developer messages, joined by blank lines (`None` when
+/// they have none): a Chat Completions request's system prompt.
+pub fn system_text(messages: &[Message]) -> Option<String> {
+    let texts: Vec<String> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(Message::plain_text)
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
 fn parse_tool(tool: &Value, i: usize) -> Result<ToolDef, Error> {
