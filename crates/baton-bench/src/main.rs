@@ -152,6 +152,12 @@ const USAGE: &str = "usage: baton-bench [--quick] [--json] [--only SECTION,...]
             watch, ui, mcp
   -h, --help  this text";
 
+/// mimalloc instead of glibc's allocator, as the `baton` binary the bench stands in for: a gateway request allocates and frees many small
+/// buffers on threads that hand them to each other, where glibc's arenas spent a fifth of a
+/// cache hit's CPU (see ARCHITECTURE.md, "Dependencies, and why").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(Some(args)) => args,

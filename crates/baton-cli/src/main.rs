@@ -33,6 +33,12 @@ mod watch;
 use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's allocator: a gateway request allocates and frees many small
+/// buffers on threads that hand them to each other, where glibc's arenas spent a fifth of a
+/// cache hit's CPU (see ARCHITECTURE.md, "Dependencies, and why").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     if let Some(code) = supervise::from_args() {
         return code;

@@ -51,8 +51,10 @@ pub use migrate::SCHEMA_VERSION;
 
 /// How long a write waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Reader connections kept open for reuse.
-const MAX_IDLE_READERS: usize = 8;
+/// Reader connections kept open for reuse: as many as reads run at once under load (each
+/// thread of the runtime's pool may hold one), so a read never pays for opening a connection
+/// (reading the schema, preparing its statements again).
+const MAX_IDLE_READERS: usize = 32;
 
 /// A store on one SQLite file. Clones share the file's writer thread and readers; the thread
 /// ends when the last clone is dropped.
@@ -158,38 +160,45 @@ impl SqliteStore {
         )
     }
 
-    /// Runs `job` on a reader connection, inside a read transaction when `snapshot`.
+    /// Runs `job` on a reader connection, inside a read transaction when `snapshot`, off the
+    /// executor ([`blocking`]).
     async fn on_reader<T, F>(&self, snapshot: bool, job: F) -> Result<T, Error>
     where
         T: Send + 'static,
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         let inner = self.inner.clone();
-        blocking(move || {
-            let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
-            let mut tx = idle.map_or_else(|| connect(&inner.path), Ok)?;
-            let result = match snapshot {
-                true => tx
-                    .exec("BEGIN", [])
-                    .and_then(|_| writer::poll_once(job(&mut tx))),
-                false => writer::poll_once(job(&mut tx)),
-            };
-            let ended = match tx.conn.is_autocommit() {
-                true => Ok(0),
-                false => tx.exec("COMMIT", []),
-            };
-            if ended.is_ok()
-                && let Ok(mut pool) = inner.readers.lock()
-                && pool.len() < MAX_IDLE_READERS
-            {
-                pool.push(tx);
-            }
-            let value = result?;
-            ended?;
-            Ok(value)
-        })
-        .await
+        blocking(move || read_on(&inner, snapshot, job)).await
     }
+}
+
+/// Runs `job` on an idle reader connection (a new one when none is idle), inside a read
+/// transaction when `snapshot`, and gives the connection back to the pool.
+fn read_on<T, F>(inner: &Inner, snapshot: bool, job: F) -> Result<T, Error>
+where
+    F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>>,
+{
+    let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+    let mut tx = idle.map_or_else(|| connect(&inner.path), Ok)?;
+    let result = match snapshot {
+        true => tx
+            .exec("BEGIN", [])
+            .and_then(|_| writer::poll_once(job(&mut tx))),
+        false => writer::poll_once(job(&mut tx)),
+    };
+    let ended = match tx.conn.is_autocommit() {
+        true => Ok(0),
+        false => tx.exec("COMMIT", []),
+    };
+    if ended.is_ok()
+        && let Ok(mut pool) = inner.readers.lock()
+        && pool.len() < MAX_IDLE_READERS
+    {
+        pool.push(tx);
+    }
+    let value = result?;
+    ended?;
+    Ok(value)
 }
 
 impl Backend for SqliteStore {
@@ -228,6 +237,19 @@ impl Backend for SqliteStore {
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         self.on_reader(false, job)
+    }
+
+    /// A row's lookup runs on the worker itself, as [`Backend::write_row`]'s write does when
+    /// inline: one indexed statement over pages WAL readers never wait for takes a few
+    /// microseconds, less than `block_in_place`'s hand-off of the worker to another thread
+    /// (under `wrk`, that hand-off's thread wake-ups were most of a cache hit's CPU).
+    fn read_row<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        async move { read_on(&inner, false, job) }
     }
 }
 

@@ -116,6 +116,17 @@ pub trait Backend: Send + Sync + 'static {
         self.read(job)
     }
 
+    /// [`Backend::read_one`] for a lookup of one row by its key (a cache entry, an API key):
+    /// a backend may run it where the caller is, as [`Backend::write_row`] runs a row's write.
+    /// By default, [`Backend::read_one`].
+    fn read_row<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut Self::Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        self.read_one(job)
+    }
+
     /// [`CacheStore::wait_flight`](crate::CacheStore::wait_flight): by default sleeps
     /// `at_most` (polling); a backend with notifications wakes waiters sooner.
     fn wait_flight(

@@ -299,8 +299,8 @@ impl<B: Backend> CacheStore for B {
         let (tenant, key) = (tenant.clone(), *key);
         let read = {
             let tenant = tenant.clone();
-            // One statement: no snapshot to open and close around it.
-            self.read_one(job!(|tx| {
+            // One statement on one row: no snapshot to open and close around it.
+            self.read_row(job!(|tx| {
                 tx.cache_read(&tenant, &key, Timestamp::now()).await
             }))
             .await?

@@ -121,7 +121,7 @@ impl<B: Backend> KeyStore for B {
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<ApiKey>, Error> {
         let hash = *hash;
-        self.read_one(job!(|tx| { tx.key(&hash).await })).await
+        self.read_row(job!(|tx| { tx.key(&hash).await })).await
     }
 
     async fn api_keys(&self, tenant: Option<&TenantId>) -> Result<Vec<ApiKey>, Error> {
