@@ -533,8 +533,10 @@ fn clip_blocks(blocks: &mut [ContentBlock], cap: usize, seq: Seq) -> bool {
 }
 
 /// `text` cut to about `cap` characters, its head and tail kept (at line breaks when one is
-/// near), the middle replaced by a note naming the seq; `None` when it is short enough.
-fn clip_text(text: &str, cap: usize, seq: Seq) -> Option<String> {
+/// near), the middle replaced by a note naming the seq; `None` when it is short enough. The
+/// same text, cap and seq always give the same bytes (the gateway's managed context relies on
+/// it to keep a provider's prompt cache).
+pub fn clip_text(text: &str, cap: usize, seq: Seq) -> Option<String> {
     if text.len() <= cap {
         return None;
     }

@@ -41,6 +41,16 @@
 //! is rebuilt from the run's copy (so its other parts are the redacted, stored ones, without
 //! `cache_control`).
 //!
+//! Tool results whose texts together take more than half the budget in one message (over
+//! `2 × budget` characters, at four a token) are the other: each is cut to a common length at
+//! which they fit (the shorter ones whole), its head and tail kept and the middle replaced by a
+//! line naming the seq to recall (`baton_core::context::clip_text`, as `baton context
+//! --budget` clips), in the message re-serialized with every other field kept. The cap depends
+//! on the message and the budget alone, so each request carrying it carries the same bytes and
+//! the prompt cache keeps hitting. Without it one result larger than the budget (a log, a
+//! whole file), always in the tail since the model is answering it, would hold the request
+//! over the budget whatever the policy summarizes. The run keeps the results whole.
+//!
 //! Every other field (`system`, `tools`, `tool_choice`, `metadata`, …) is copied as its raw
 //! JSON text. So between two compactions each request's upstream body extends the previous one
 //! by its new messages: the prefix is stable and the provider's prompt cache keeps hitting;
@@ -69,8 +79,8 @@
 //! `fallback`), `x-baton-context-reason` when unchanged, `x-baton-context-run`,
 //! `x-baton-context-tokens-before` and `-after` (the bodies' bytes / 4, the unit the budget is
 //! in), `x-baton-context-summarized: FIRST-LAST` (the seqs the working state stands for) and
-//! `x-baton-context-cleared: N` (tool results shown as a stub), so a client sees when the
-//! prefix changed.
+//! `x-baton-context-cleared: N` (tool results shown as a stub) and `x-baton-context-clipped: N`
+//! (tool results sent clipped), so a client sees when the prefix changed.
 
 use std::sync::Arc;
 
@@ -175,6 +185,8 @@ pub(crate) struct Report {
     summarized: Option<(u64, u64)>,
     /// Tool results the context shows as a stub.
     cleared: usize,
+    /// Tool results sent clipped to their head and tail.
+    clipped: usize,
 }
 
 impl Report {
@@ -188,6 +200,7 @@ impl Report {
             after: before,
             summarized: None,
             cleared: 0,
+            clipped: 0,
         }
     }
 
@@ -231,6 +244,9 @@ impl Report {
         }
         if self.cleared > 0 {
             put("x-baton-context-cleared", self.cleared.to_string());
+        }
+        if self.clipped > 0 {
+            put("x-baton-context-clipped", self.clipped.to_string());
         }
     }
 }
@@ -367,15 +383,9 @@ async fn rewrite(
                 "the run's history is not this conversation message for message",
             );
         }
-        if first <= 1 && context.cleared.is_empty() {
-            if force {
-                break;
-            }
-            let why = declined.unwrap_or_else(|| "it kept every message".into());
-            return whole(
-                report,
-                &format!("the policy kept the whole conversation: {why}"),
-            );
+        let kept_all = first <= 1 && context.cleared.is_empty();
+        if kept_all && force {
+            break;
         }
         let Some(skip) = client_index(&counts, first) else {
             return whole(
@@ -383,19 +393,27 @@ async fn rewrite(
                 "the context starts inside one of the request's messages",
             );
         };
-        let Some(text) = upstream_body(call, &context, skip, &counts)? else {
+        let cap = clip_cap(policy.budget);
+        let Some((text, clipped)) = upstream_body(call, &context, skip, &counts, cap)? else {
             return whole(
                 report,
                 "the kept messages would break a tool call from its result",
             );
         };
+        if kept_all && clipped == 0 {
+            let why = declined.unwrap_or_else(|| "it kept every message".into());
+            return whole(
+                report,
+                &format!("the policy kept the whole conversation: {why}"),
+            );
+        }
         let after = estimate(text.len());
-        built = Some((text, after, first, context.cleared.len()));
-        if after <= policy.budget {
+        built = Some((text, after, first, context.cleared.len(), clipped));
+        if after <= policy.budget || kept_all {
             break;
         }
     }
-    let Some((text, after, first, cleared)) = built else {
+    let Some((text, after, first, cleared, clipped)) = built else {
         return whole(report, "the policy kept the whole conversation");
     };
     if after >= before {
@@ -425,6 +443,7 @@ async fn rewrite(
     report.after = after;
     report.summarized = (first > 1).then_some((1, first - 1));
     report.cleared = cleared;
+    report.clipped = clipped;
     if after > policy.budget {
         report.reason = Some(format!(
             "over the budget by {} even compacted: the newest messages take it",
@@ -435,13 +454,15 @@ async fn rewrite(
 }
 
 /// The body sent upstream: the client's, with `messages` (`input` for the Responses API) as the
-/// module docs say; `None` when the kept messages would answer a tool call they do not hold.
+/// module docs say, and how many tool results it clips; `None` when the kept messages would
+/// answer a tool call they do not hold.
 fn upstream_body(
     call: &Call,
     context: &Context,
     skip: usize,
     counts: &[usize],
-) -> anyhow::Result<Option<String>> {
+    cap: usize,
+) -> anyhow::Result<Option<(String, usize)>> {
     let fields: Fields<'_> = serde_json::from_slice(&call.body)?;
     let list_key = list_key(call.endpoint);
     let raw_list = fields
@@ -457,9 +478,9 @@ fn upstream_body(
             preamble.plain_text()
         )
     });
-    let list = match call.endpoint {
-        Endpoint::Responses => input_items(call, context, skip, &raw, summary)?,
-        _ => messages(call, context, skip, counts, &raw, summary)?,
+    let (list, clipped) = match call.endpoint {
+        Endpoint::Responses => input_items(call, context, (skip, counts), &raw, summary, cap)?,
+        _ => messages(call, context, (skip, counts), &raw, summary, cap)?,
     };
     let parsed: Vec<Value> = list
         .iter()
@@ -487,7 +508,7 @@ fn upstream_body(
         }
     }
     out.push('}');
-    Ok(Some(out))
+    Ok(Some((out, clipped)))
 }
 
 /// The field holding the conversation: `input` in the Responses API, `messages` elsewhere.
@@ -499,15 +520,16 @@ fn list_key(endpoint: Endpoint) -> &'static str {
 }
 
 /// The `messages` of a Messages or Chat Completions request: Chat's system and developer
-/// messages, the summary, then the client's own from request message `skip` on.
+/// messages, the summary, then the client's own from request message `skip` on (their tool
+/// results over `cap` characters clipped, see [`clip_results`]); and how many were clipped.
 fn messages(
     call: &Call,
     context: &Context,
-    skip: usize,
-    counts: &[usize],
+    (skip, counts): (usize, &[usize]),
     raw: &[&RawValue],
     summary: Option<String>,
-) -> anyhow::Result<Vec<String>> {
+    cap: usize,
+) -> anyhow::Result<(Vec<String>, usize)> {
     if raw.len() != counts.len() {
         anyhow::bail!(
             "the request's messages were read as {} messages, not {}",
@@ -536,11 +558,14 @@ fn messages(
         messages.push(summary.to_string());
     }
     let mut seq: u64 = counts[..skip].iter().map(|c| *c as u64).sum();
+    let mut clipped = 0;
     for (m, count) in raw.iter().zip(counts).skip(skip) {
         let seqs = seq + 1..=seq + *count as u64;
         seq += *count as u64;
         if !context.cleared.iter().any(|s| seqs.contains(&s.0)) {
-            messages.push(m.get().to_owned());
+            let (message, n) = clip_results(m.get(), seqs.clone(), cap)?;
+            clipped += n;
+            messages.push(message);
             continue;
         }
         // Results the policy cleared: the message as the context holds it, stubs included.
@@ -564,7 +589,7 @@ fn messages(
             ),
         }
     }
-    Ok(messages)
+    Ok((messages, clipped))
 }
 
 /// The `input` of a Responses request: its system and developer messages, the summary, then the
@@ -573,10 +598,11 @@ fn messages(
 fn input_items(
     call: &Call,
     context: &Context,
-    skip: usize,
+    (skip, counts): (usize, &[usize]),
     raw: &[&RawValue],
     summary: Option<String>,
-) -> anyhow::Result<Vec<String>> {
+    cap: usize,
+) -> anyhow::Result<(Vec<String>, usize)> {
     let owners = baton_wire::responses::input_messages(&call.value)?;
     if owners.len() != raw.len() {
         anyhow::bail!(
@@ -607,8 +633,109 @@ fn input_items(
             "content": [{"type": "input_text", "text": text}]});
         items.push(summary.to_string());
     }
-    items.extend(raw[start..].iter().map(|i| i.get().to_owned()));
-    Ok(items)
+    let mut clipped = 0;
+    for (item, owner) in raw[start..].iter().zip(&owners[start..]) {
+        // The item's first stored seq: the stored messages of the request's before its owner.
+        let before: usize = counts[..owner.unwrap_or(0).min(counts.len())].iter().sum();
+        let seq = before as u64 + 1;
+        let (item, n) = clip_results(item.get(), seq..=seq, cap)?;
+        clipped += n;
+        items.push(item);
+    }
+    Ok((items, clipped))
+}
+
+/// The most characters of tool-result text one message may send: half the budget's tokens,
+/// at the budget's four bytes a token. It depends on the budget alone, so a message is clipped
+/// the same way in every request that carries it.
+fn clip_cap(budget: u64) -> usize {
+    usize::try_from(budget.saturating_mul(2)).unwrap_or(usize::MAX)
+}
+
+/// `message` (one message or input item, as its raw JSON) with its tool results' texts cut, when
+/// together they are longer than `cap` characters, to a common length at which they fit (the
+/// shorter ones whole), each keeping its head and tail, the middle replaced by a line naming
+/// the seq to recall ([`baton_core::context::clip_text`], as `baton context --budget` clips);
+/// and how many texts it clipped. A message with nothing to clip is returned byte for byte; a
+/// clipped one is re-serialized (the same bytes for the same message and cap, every time), its
+/// other fields (`tool_use_id`, `cache_control`, …) kept. `seqs` are the stored messages the
+/// message became: the `k`-th result of an Anthropic message of results only is the `k`-th of
+/// them (the run keeps parallel results apart).
+fn clip_results(
+    message: &str,
+    seqs: std::ops::RangeInclusive<u64>,
+    cap: usize,
+) -> anyhow::Result<(String, usize)> {
+    if message.len() <= cap {
+        return Ok((message.to_owned(), 0));
+    }
+    /// The texts of one result's content: a string, or the `text` of each part.
+    fn texts(content: &mut Value) -> Vec<&mut String> {
+        match content {
+            Value::String(s) => vec![s],
+            Value::Array(parts) => parts
+                .iter_mut()
+                .filter_map(|p| match p.get_mut("text") {
+                    Some(Value::String(s)) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    let (first, last) = (*seqs.start(), *seqs.end());
+    let mut value: Value = serde_json::from_str(message)?;
+    let mut found: Vec<(&mut String, u64)> = Vec::new();
+    if value["role"] == "tool" {
+        // Chat Completions: a `tool` message's content.
+        found.extend(texts(&mut value["content"]).into_iter().map(|s| (s, first)));
+    } else if matches!(
+        value["type"].as_str(),
+        Some("function_call_output" | "custom_tool_call_output")
+    ) {
+        // Responses: an output item.
+        found.extend(texts(&mut value["output"]).into_iter().map(|s| (s, first)));
+    } else if let Some(blocks) = value.get_mut("content").and_then(Value::as_array_mut) {
+        // Anthropic: the tool_result blocks of a user message.
+        let results = blocks.iter_mut().filter(|b| b["type"] == "tool_result");
+        for (k, block) in results.enumerate() {
+            let seq = (first + k as u64).min(last);
+            if let Some(content) = block.get_mut("content") {
+                found.extend(texts(content).into_iter().map(|s| (s, seq)));
+            }
+        }
+    }
+    let lengths: Vec<usize> = found.iter().map(|(s, _)| s.len()).collect();
+    let Some(each) = common_cap(&lengths, cap) else {
+        return Ok((message.to_owned(), 0));
+    };
+    let mut clipped = 0;
+    for (text, seq) in found {
+        if let Some(cut) = baton_core::context::clip_text(text, each, baton_core::Seq(seq)) {
+            *text = cut;
+            clipped += 1;
+        }
+    }
+    Ok(match clipped {
+        0 => (message.to_owned(), 0),
+        n => (value.to_string(), n),
+    })
+}
+
+/// The largest length at which texts of `lengths` fit in `total` characters together, each cut
+/// to it (the shorter ones whole); `None` when they fit whole.
+fn common_cap(lengths: &[usize], total: usize) -> Option<usize> {
+    let mut sorted = lengths.to_vec();
+    sorted.sort_unstable();
+    let mut left = total;
+    for (i, &len) in sorted.iter().enumerate() {
+        let share = left / (sorted.len() - i);
+        if len > share {
+            return Some(share);
+        }
+        left -= len;
+    }
+    None
 }
 
 /// The index of the request's message whose first stored message is `seq`, by how many
@@ -774,6 +901,68 @@ mod tests {
         assert_eq!(client_index(&counts, 6), Some(3));
         assert_eq!(client_index(&counts, 7), Some(4));
         assert_eq!(client_index(&counts, 8), None);
+    }
+
+    #[test]
+    fn tool_results_over_the_cap_are_clipped_in_each_shape_the_same_way_every_time() {
+        let long = "line of output\n".repeat(400);
+        let short = "ok";
+        // Anthropic: results only, stored one per seq; the other fields stay.
+        let anthropic = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": short},
+            {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": long}],
+             "cache_control": {"type": "ephemeral"}},
+        ]})
+        .to_string();
+        let (out, n) = clip_results(&anthropic, 4..=5, 1_000).unwrap();
+        assert_eq!(n, 1, "the short one fits whole beside the long one");
+        let value: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(value["content"][0]["content"], short);
+        let clipped = &value["content"][1];
+        assert_eq!(clipped["tool_use_id"], "t2");
+        assert_eq!(clipped["cache_control"], json!({"type": "ephemeral"}));
+        let text = clipped["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("recall seq 5 for the original"), "{text}");
+        assert!(text.len() < 1_200, "{}", text.len());
+        assert_eq!(clip_results(&anthropic, 4..=5, 1_000).unwrap().0, out);
+        // Chat Completions and the Responses API.
+        let chat = json!({"role": "tool", "tool_call_id": "c1", "content": long}).to_string();
+        let (out, n) = clip_results(&chat, 9..=9, 1_000).unwrap();
+        assert_eq!(n, 1);
+        assert!(out.contains("recall seq 9") && out.contains("\"tool_call_id\":\"c1\""));
+        let item = json!({"type": "function_call_output", "call_id": "c2", "output": long});
+        let (out, n) = clip_results(&item.to_string(), 3..=3, 1_000).unwrap();
+        assert_eq!(n, 1);
+        assert!(out.contains("recall seq 3") && out.contains("\"call_id\":\"c2\""));
+        // Under the cap, or no tool result: the raw bytes, spacing and escapes kept.
+        let raw = r#"{ "role": "tool", "tool_call_id": "c1", "content": "caf\u00e9" }"#;
+        assert_eq!(
+            clip_results(raw, 1..=1, 1_000).unwrap(),
+            (raw.to_owned(), 0)
+        );
+        let text = json!({"role": "user", "content": long}).to_string();
+        assert_eq!(
+            clip_results(&text, 1..=1, 1_000).unwrap(),
+            (text.clone(), 0)
+        );
+    }
+
+    #[test]
+    fn parallel_results_share_the_cap_the_shorter_ones_whole() {
+        assert_eq!(common_cap(&[10, 20], 100), None);
+        assert_eq!(common_cap(&[10, 500, 900], 610), Some(300));
+        assert_eq!(common_cap(&[400, 400], 600), Some(300));
+        let results: Vec<Value> = [13_000, 35_000, 21_000]
+            .iter()
+            .enumerate()
+            .map(|(k, n)| json!({"type": "tool_result", "tool_use_id": format!("t{k}"), "content": "x".repeat(*n)}))
+            .collect();
+        let message = json!({"role": "user", "content": results}).to_string();
+        let (out, n) = clip_results(&message, 10..=12, 40_000).unwrap();
+        assert_eq!(n, 2, "the 13,000 fit whole; the others share the rest");
+        assert!(out.len() < 41_000, "{}", out.len());
+        assert!(out.contains("recall seq 11") && out.contains("recall seq 12"));
+        assert!(!out.contains("recall seq 10"));
     }
 
     #[test]

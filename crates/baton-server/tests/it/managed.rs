@@ -19,6 +19,7 @@ on_both_backends!(
     a_refused_rewrite_falls_back_to_the_clients_request,
     a_responses_conversation_keeps_reasoning_with_what_it_produced,
     bad_managed_context_requests_are_refused_in_the_vendor_shape,
+    a_tool_result_over_half_the_budget_is_sent_clipped,
 );
 
 const BUDGET: &str = "4000";
@@ -374,4 +375,91 @@ async fn a_responses_conversation_keeps_reasoning_with_what_it_produced(backend:
     let got = call(&server, "/v1/responses", &continued, &extra).await;
     assert_eq!(header(&got, "x-baton-context-action"), "unchanged");
     assert!(header(&got, "x-baton-context-reason").contains("previous_response_id"));
+}
+
+/// One tool result larger than the whole budget (a build log), the newest message, so no
+/// summary can take it: the upstream gets its head and tail and a line naming its seq, its
+/// other fields kept, and the run keeps it whole. (The same bytes each time: `clip_results`'s
+/// unit tests.)
+async fn a_tool_result_over_half_the_budget_is_sent_clipped(backend: Backend) {
+    let up = upstream(replies(2));
+    let server = gateway(backend, &up, |_| {}).await;
+    let path = "/v1/messages";
+    let log: String = (0..1_500)
+        .map(|i| format!("step {i:04}: compiling crate_{i} ... ok\n"))
+        .collect();
+    assert!(log.len() > 50_000);
+    let mut messages = anthropic_conversation(2);
+    messages.push(json!({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_big", "name": "read_file", "input": {"path": "build.log"}}]}));
+    messages.push(json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_big", "content": log, "cache_control": {"type": "ephemeral"}}]}));
+    let extra = [
+        ("x-baton-context", "structured"),
+        ("x-baton-context-budget", "8000"),
+        ("x-baton-run", "clipped-1"),
+    ];
+    let got = call(&server, path, &anthropic_request(&messages), &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    assert_eq!(header(&got, "x-baton-context-clipped"), "1");
+    let after: u64 = header(&got, "x-baton-context-tokens-after")
+        .parse()
+        .unwrap();
+    assert!(after <= 8000, "{after} over the budget");
+    let first = up.requests().last().unwrap().clone();
+    assert!(
+        first.text.len() <= 32_000,
+        "{} bytes sent",
+        first.text.len()
+    );
+    let sent = first.body["messages"].as_array().unwrap().clone();
+    let result = &sent.last().unwrap()["content"][0];
+    assert_eq!(result["tool_use_id"], "toolu_big");
+    assert_eq!(result["cache_control"], json!({"type": "ephemeral"}));
+    let text = result["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("step 0000: compiling crate_0 ... ok\n"),
+        "{text:.80}"
+    );
+    assert!(text.ends_with("step 1499: compiling crate_1499 ... ok\n"));
+    assert!(
+        text.contains("recall seq 7 for the original"),
+        "{text:.200}"
+    );
+    assert!(text.len() < 16_500, "{} characters kept", text.len());
+    // The tool call stays with its result.
+    let call_block = &sent[sent.len() - 2]["content"][0];
+    assert_eq!(call_block["id"], "toolu_big");
+
+    // The run holds the result whole, at the seq the line names.
+    stored(&server, "clipped-1", messages.len() + 1).await;
+    let held = server
+        .store
+        .read_range(
+            &acme(),
+            &RunId::new("clipped-1").unwrap(),
+            Seq(7),
+            Some(Seq(7)),
+        )
+        .await
+        .unwrap();
+    assert!(
+        serde_json::to_string(&held[0].message)
+            .unwrap()
+            .contains("step 0750: compiling crate_750"),
+        "the run lost the middle of the result"
+    );
+
+    // Once answered, the result is no longer what the model answers: the next request may
+    // summarize it, and stays within the budget.
+    messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Answer 0."}]}));
+    messages.push(json!({"role": "user", "content": "Fix the first warning."}));
+    let got = call(&server, path, &anthropic_request(&messages), &extra).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    let after: u64 = header(&got, "x-baton-context-tokens-after")
+        .parse()
+        .unwrap();
+    assert!(after <= 8000, "{after} over the budget");
 }
