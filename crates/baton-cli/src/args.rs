@@ -159,6 +159,12 @@ pub struct ServeArgs {
     /// gateway is stored as a run, named by `x-baton-run` or derived from its first messages).
     #[arg(long)]
     pub no_capture: bool,
+    /// Managed context for the gateway requests of a tenant that name none, as if each sent
+    /// `x-baton-context: POLICY` (and `x-baton-context-budget: BUDGET`, 32000 unless given):
+    /// `TENANT=POLICY[:BUDGET]`, comma-separated for several. A request opts out with
+    /// `x-baton-context: off`. Needs capture.
+    #[arg(long, value_name = "TENANT=POLICY[:BUDGET],…")]
+    pub managed_context: Option<String>,
     /// Do not serve the dashboard at `/ui`. When served on a loopback address, it shows the
     /// `--tenant` without a key (to loopback `Host`s only); elsewhere it asks for an API key.
     #[arg(long)]

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use baton_core::TenantId;
-use baton_server::{AppState, Config};
+use baton_server::{AppState, Config, TenantContext};
 
 use crate::args::ServeArgs;
 use crate::env::Env;
@@ -39,6 +39,10 @@ pub async fn run(env: &Env, args: ServeArgs, out: &mut dyn Write) -> anyhow::Res
             None => baton_core::prices::PriceTable::defaults(),
         },
         capture: !args.no_capture,
+        managed_context: match &args.managed_context {
+            Some(spec) => managed_context(spec, args.no_capture)?,
+            None => Default::default(),
+        },
         ui: !args.no_ui,
         ui_open_tenant: None,
     };
@@ -94,4 +98,73 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
     })
+}
+
+/// `--managed-context`'s `TENANT=POLICY[:BUDGET],…`: each tenant's default, or an error that
+/// names the part that is wrong.
+fn managed_context(
+    spec: &str,
+    no_capture: bool,
+) -> Result<std::collections::HashMap<TenantId, TenantContext>, InvalidInput> {
+    let bad = |detail: String| InvalidInput(format!("--managed-context: {detail}"));
+    if no_capture {
+        return Err(bad(
+            "managed context needs the conversations' runs; drop --no-capture".into(),
+        ));
+    }
+    let mut tenants = std::collections::HashMap::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((tenant, policy)) = part.split_once('=') else {
+            return Err(bad(format!("{part:?}: expected TENANT=POLICY[:BUDGET]")));
+        };
+        let tenant = TenantId::new(tenant.trim()).map_err(|e| bad(format!("{part:?}: {e}")))?;
+        let (policy, budget) = match policy.split_once(':') {
+            Some((policy, budget)) => {
+                let budget = budget.trim().parse::<u64>().map_err(|_| {
+                    bad(format!(
+                        "{part:?}: the budget {budget:?} is not a whole number of tokens"
+                    ))
+                })?;
+                (policy, Some(budget))
+            }
+            None => (policy, None),
+        };
+        let context =
+            TenantContext::new(policy.trim(), budget).map_err(|e| bad(format!("{part:?}: {e}")))?;
+        if tenants.insert(tenant.clone(), context).is_some() {
+            return Err(bad(format!("tenant {tenant} is given twice")));
+        }
+    }
+    Ok(tenants)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managed_context_reads_each_tenant_and_names_what_is_wrong() {
+        let got = managed_context("acme=structured:8000, beta=budget", false).unwrap();
+        let acme = &got[&TenantId::new("acme").unwrap()];
+        assert_eq!((acme.policy(), acme.budget()), ("structured", 8000));
+        let beta = &got[&TenantId::new("beta").unwrap()];
+        assert_eq!((beta.policy(), beta.budget()), ("budget", 32_000));
+        for (spec, wrong) in [
+            ("acme", "expected TENANT=POLICY"),
+            ("acme=summarize", "not a managed-context policy"),
+            ("acme=structured:lots", "not a whole number"),
+            ("acme=structured:10", "below the least"),
+            ("acme=budget,acme=sliding", "given twice"),
+        ] {
+            let e = managed_context(spec, false).unwrap_err().to_string();
+            assert!(
+                e.contains("--managed-context") && e.contains(wrong),
+                "{spec}: {e}"
+            );
+        }
+        let e = managed_context("acme=budget", true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--no-capture"), "{e}");
+    }
 }

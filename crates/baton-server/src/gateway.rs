@@ -493,7 +493,8 @@ async fn prepare(
         })?),
         false => None,
     };
-    let context = managed::requested(headers, endpoint, capture.is_some())?;
+    let default = state.config.managed_context.get(&tenant);
+    let context = managed::requested(headers, endpoint, capture.is_some(), default)?;
     let policy = cache_policy(headers);
     let call = Arc::new(Call {
         context,

@@ -48,6 +48,7 @@ use serde_json::json;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnRequest, TraceLayer};
 
+pub use gateway::managed::TenantContext;
 pub use state::{AppState, Config};
 
 use crate::problem::{ApiJson, Problem};

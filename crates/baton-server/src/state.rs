@@ -10,6 +10,7 @@ use baton_core::TenantId;
 use baton_core::prices::PriceTable;
 use baton_store::Store;
 
+use crate::gateway::managed::TenantContext;
 use crate::metrics::Metrics;
 
 /// How the service runs; `baton serve`'s flags.
@@ -45,6 +46,9 @@ pub struct Config {
     /// Whether gateway conversations are captured as runs (`baton serve --no-capture` turns it
     /// off; see `gateway::capture`).
     pub capture: bool,
+    /// Managed context for the gateway requests of a tenant that name none (`baton serve
+    /// --managed-context`; see `gateway::managed`). Needs `capture`.
+    pub managed_context: HashMap<TenantId, TenantContext>,
     /// Whether `/ui` (the dashboard) is served (`baton serve --no-ui` turns it off).
     pub ui: bool,
     /// The tenant `/ui` shows without a key, to loopback `Host`s only (`baton serve` sets its
@@ -68,6 +72,7 @@ impl Default for Config {
             max_connections: 1024,
             prices: PriceTable::defaults(),
             capture: true,
+            managed_context: HashMap::new(),
             ui: true,
             ui_open_tenant: None,
         }

@@ -111,6 +111,10 @@ pub const MIN_BUDGET: u64 = 1_000;
 /// The policies offered: the strategies that compact without a model.
 pub const POLICIES: [&str; 4] = ["structured", "budget", "clear-tool-results", "sliding"];
 
+/// What `x-baton-context` says to turn managed context off for one request, when its tenant
+/// has it on by default.
+pub const OFF: &str = "off";
+
 /// A request's managed-context policy.
 #[derive(Clone, Debug)]
 pub(crate) struct Policy {
@@ -118,15 +122,68 @@ pub(crate) struct Policy {
     pub(crate) budget: u64,
 }
 
-/// The policy the request asks for, if any; a problem for one the gateway cannot honour.
+/// A tenant's managed context for the gateway requests that name none (`baton serve
+/// --managed-context TENANT=POLICY[:BUDGET]`): as if each sent `x-baton-context: POLICY`, with
+/// `x-baton-context-budget: BUDGET` unless it sends its own. A request opts out with
+/// `x-baton-context: off`. Where the policy cannot apply (embeddings, `clear-tool-results` on
+/// the Responses API), the request goes as sent rather than being refused: the client asked
+/// for nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantContext {
+    policy: &'static str,
+    budget: u64,
+}
+
+impl TenantContext {
+    /// `policy` (one of [`POLICIES`]) at `budget` tokens ([`DEFAULT_BUDGET`] when `None`, at
+    /// least [`MIN_BUDGET`]); an error that names what is wrong.
+    pub fn new(policy: &str, budget: Option<u64>) -> Result<Self, String> {
+        let Some(name) = POLICIES.iter().find(|p| p.eq_ignore_ascii_case(policy)) else {
+            return Err(format!(
+                "{policy:?} is not a managed-context policy; expected one of {}",
+                POLICIES.join(", ")
+            ));
+        };
+        let budget = budget.unwrap_or(DEFAULT_BUDGET);
+        if budget < MIN_BUDGET {
+            return Err(format!(
+                "a budget of {budget} tokens is below the least, {MIN_BUDGET}"
+            ));
+        }
+        Ok(TenantContext {
+            policy: name,
+            budget,
+        })
+    }
+
+    /// The policy's name.
+    pub fn policy(&self) -> &'static str {
+        self.policy
+    }
+
+    /// The budget, in tokens.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+}
+
+/// The policy the request asks for (or its tenant's, `tenant`, when it names none), if any; a
+/// problem for one the gateway cannot honour.
 pub(crate) fn requested(
     headers: &HeaderMap,
     endpoint: Endpoint,
     capture: bool,
+    tenant: Option<&TenantContext>,
 ) -> Result<Option<Policy>, Problem> {
     let Some(value) = headers.get(&CONTEXT_HEADER) else {
-        return Ok(None);
+        return Ok(tenant.and_then(|t| tenant_default(t, headers, endpoint, capture)));
     };
+    if value
+        .to_str()
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case(OFF))
+    {
+        return Ok(None);
+    }
     let invalid = |detail: String| {
         Problem::new(
             StatusCode::BAD_REQUEST,
@@ -158,7 +215,9 @@ pub(crate) fn requested(
         ));
     }
     let budget = match headers.get(&BUDGET_HEADER) {
-        None => DEFAULT_BUDGET,
+        None => tenant
+            .filter(|t| t.policy == *name)
+            .map_or(DEFAULT_BUDGET, |t| t.budget),
         Some(v) => v
             .to_str()
             .ok()
@@ -171,6 +230,29 @@ pub(crate) fn requested(
             })?,
     };
     Ok(Some(Policy { name, budget }))
+}
+
+/// The tenant's policy for a request that names none, where it applies; its budget unless the
+/// request gives one it can read.
+fn tenant_default(
+    tenant: &TenantContext,
+    headers: &HeaderMap,
+    endpoint: Endpoint,
+    capture: bool,
+) -> Option<Policy> {
+    let applies = capture
+        && endpoint != Endpoint::Embeddings
+        && !(endpoint == Endpoint::Responses && tenant.policy == "clear-tool-results");
+    let budget = headers
+        .get(&BUDGET_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| *n >= MIN_BUDGET)
+        .unwrap_or(tenant.budget);
+    applies.then_some(Policy {
+        name: tenant.policy,
+        budget,
+    })
 }
 
 /// What managed context did for one request, as its response headers say.

@@ -20,6 +20,7 @@ on_both_backends!(
     a_responses_conversation_keeps_reasoning_with_what_it_produced,
     bad_managed_context_requests_are_refused_in_the_vendor_shape,
     a_tool_result_over_half_the_budget_is_sent_clipped,
+    a_tenants_default_policy_manages_requests_that_name_none,
 );
 
 const BUDGET: &str = "4000";
@@ -462,4 +463,45 @@ async fn a_tool_result_over_half_the_budget_is_sent_clipped(backend: Backend) {
         .parse()
         .unwrap();
     assert!(after <= 8000, "{after} over the budget");
+}
+
+/// `baton serve --managed-context acme=structured:4000`: the tenant's requests are managed
+/// without a header, a request opts out with `x-baton-context: off`, and the header still
+/// names another policy.
+async fn a_tenants_default_policy_manages_requests_that_name_none(backend: Backend) {
+    let up = upstream(replies(3));
+    let server = gateway(backend, &up, |config| {
+        let default = baton_server::TenantContext::new("structured", Some(4000)).unwrap();
+        config.managed_context.insert(acme(), default);
+    })
+    .await;
+    let path = "/v1/messages";
+    let request = anthropic_request(&anthropic_conversation(30));
+    let got = call(&server, path, &request, &[]).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(header(&got, "x-baton-context-policy"), "structured");
+    assert_eq!(header(&got, "x-baton-context-action"), "rewritten");
+    let after: u64 = header(&got, "x-baton-context-tokens-after")
+        .parse()
+        .unwrap();
+    assert!(after <= 4000, "{after} over the tenant's budget");
+
+    let off = call(&server, path, &request, &[("x-baton-context", "off")]).await;
+    assert_eq!(off.status, 200, "{}", off.text());
+    assert!(off.headers.get("x-baton-context-action").is_none());
+    let sent = up.requests().last().unwrap().clone();
+    assert_eq!(sent.body["messages"], request["messages"], "sent whole");
+
+    let other = call(
+        &server,
+        path,
+        &request,
+        &[
+            ("x-baton-context", "budget"),
+            ("x-baton-context-budget", "6000"),
+        ],
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.text());
+    assert_eq!(header(&other, "x-baton-context-policy"), "budget");
 }
