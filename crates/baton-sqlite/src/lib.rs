@@ -10,10 +10,11 @@
 //!   waits on a lock; jobs queued together commit in one transaction, each in a savepoint of
 //!   its own. Across processes every write transaction is `BEGIN IMMEDIATE`, and only the
 //!   writer thread waits out the busy timeout.
-//! - Readers: a small pool of connections that WAL lets read beside the writer, each read one
-//!   deferred transaction (one snapshot), run where the caller is (`block_in_place`: a read is
-//!   tens of microseconds, less than a thread hop) or on the blocking pool on a current-thread
-//!   runtime.
+//! - Readers: a pool of connections (up to 32 kept idle) that WAL lets read beside the writer,
+//!   each read one deferred transaction (one snapshot), run where the caller is
+//!   (`block_in_place`: a read is tens of microseconds, less than a thread hop) or on the
+//!   blocking pool on a current-thread runtime. A row's lookup (`read_row`) runs on the worker
+//!   itself when a connection is idle, without even `block_in_place`'s hand-off.
 //! - [`SqliteTx`]: the row primitives as SQL (modules `rows`, `ledger`, `cache`).
 //! - `migrations/`: the schema, one numbered SQL file per version, embedded in the binary and
 //!   applied at open (`migrate`). Search indexes the words `baton_store::search_rows` makes in
@@ -168,17 +169,17 @@ impl SqliteStore {
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         let inner = self.inner.clone();
-        blocking(move || read_on(&inner, snapshot, job)).await
+        blocking(move || read_on(&inner, None, snapshot, job)).await
     }
 }
 
-/// Runs `job` on an idle reader connection (a new one when none is idle), inside a read
-/// transaction when `snapshot`, and gives the connection back to the pool.
-fn read_on<T, F>(inner: &Inner, snapshot: bool, job: F) -> Result<T, Error>
+/// Runs `job` on `conn`, else on an idle reader connection (a new one when none is idle),
+/// inside a read transaction when `snapshot`, and gives the connection back to the pool.
+fn read_on<T, F>(inner: &Inner, conn: Option<SqliteTx>, snapshot: bool, job: F) -> Result<T, Error>
 where
     F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>>,
 {
-    let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+    let idle = conn.or_else(|| inner.readers.lock().ok().and_then(|mut pool| pool.pop()));
     let mut tx = idle.map_or_else(|| connect(&inner.path), Ok)?;
     let result = match snapshot {
         true => tx
@@ -239,17 +240,26 @@ impl Backend for SqliteStore {
         self.on_reader(false, job)
     }
 
-    /// A row's lookup runs on the worker itself, as [`Backend::write_row`]'s write does when
-    /// inline: one indexed statement over pages WAL readers never wait for takes a few
+    /// A row's lookup runs on the worker itself when a reader connection is idle, as
+    /// [`Backend::write_row`]'s write does when inline: one indexed statement takes a few
     /// microseconds, less than `block_in_place`'s hand-off of the worker to another thread
-    /// (under `wrk`, that hand-off's thread wake-ups were most of a cache hit's CPU).
+    /// (under `wrk`, that hand-off's thread wake-ups were most of a cache hit's CPU). With no
+    /// idle connection (opening one reads the schema) it goes the way of any read. A WAL reader
+    /// waits on no writer; it can wait only while another process recovers the WAL after a
+    /// crash, which baton's own processes do when they open the file, not while they serve.
     fn read_row<T, F>(&self, job: F) -> impl Future<Output = Result<T, Error>> + Send
     where
         T: Send + 'static,
         F: for<'t> FnOnce(&'t mut SqliteTx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         let inner = self.inner.clone();
-        async move { read_on(&inner, false, job) }
+        async move {
+            let idle = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+            match idle {
+                Some(tx) => read_on(&inner, Some(tx), false, job),
+                None => self.on_reader(false, job).await,
+            }
+        }
     }
 }
 

@@ -215,9 +215,8 @@ pub(crate) fn requested(
         ));
     }
     let budget = match headers.get(&BUDGET_HEADER) {
-        None => tenant
-            .filter(|t| t.policy == *name)
-            .map_or(DEFAULT_BUDGET, |t| t.budget),
+        // The tenant's budget fits its model's window, whichever policy the request names.
+        None => tenant.map_or(DEFAULT_BUDGET, |t| t.budget),
         Some(v) => v
             .to_str()
             .ok()
@@ -491,7 +490,7 @@ async fn rewrite(
         }
         let after = estimate(text.len());
         built = Some((text, after, first, context.cleared.len(), clipped));
-        if after <= policy.budget || kept_all {
+        if after <= policy.budget {
             break;
         }
     }
@@ -717,8 +716,13 @@ fn input_items(
     }
     let mut clipped = 0;
     for (item, owner) in raw[start..].iter().zip(&owners[start..]) {
-        // The item's first stored seq: the stored messages of the request's before its owner.
-        let before: usize = counts[..owner.unwrap_or(0).min(counts.len())].iter().sum();
+        // An item the run keeps as no message has no seq to recall: sent as it is.
+        let Some(owner) = owner else {
+            items.push(item.get().to_owned());
+            continue;
+        };
+        // The item's stored seq: the stored messages of the request's before its owner, + 1.
+        let before: usize = counts[..(*owner).min(counts.len())].iter().sum();
         let seq = before as u64 + 1;
         let (item, n) = clip_results(item.get(), seq..=seq, cap)?;
         clipped += n;
@@ -771,10 +775,7 @@ fn clip_results(
     if value["role"] == "tool" {
         // Chat Completions: a `tool` message's content.
         found.extend(texts(&mut value["content"]).into_iter().map(|s| (s, first)));
-    } else if matches!(
-        value["type"].as_str(),
-        Some("function_call_output" | "custom_tool_call_output")
-    ) {
+    } else if value["type"] == "function_call_output" {
         // Responses: an output item.
         found.extend(texts(&mut value["output"]).into_iter().map(|s| (s, first)));
     } else if let Some(blocks) = value.get_mut("content").and_then(Value::as_array_mut) {
@@ -793,7 +794,10 @@ fn clip_results(
     };
     let mut clipped = 0;
     for (text, seq) in found {
-        if let Some(cut) = baton_core::context::clip_text(text, each, baton_core::Seq(seq)) {
+        // A text just over its share would come back longer, its note added: left whole.
+        if let Some(cut) = baton_core::context::clip_text(text, each, baton_core::Seq(seq))
+            && cut.len() < text.len()
+        {
             *text = cut;
             clipped += 1;
         }
