@@ -135,8 +135,8 @@ pub struct TenantContext {
 }
 
 impl TenantContext {
-    /// `policy` (one of [`POLICIES`]) at `budget` tokens ([`DEFAULT_BUDGET`] when `None`, at
-    /// least [`MIN_BUDGET`]); an error that names what is wrong.
+    /// `policy` (`structured`, `budget`, `clear-tool-results` or `sliding`) at `budget` tokens
+    /// (32,000 when `None`, at least 1,000); an error that names what is wrong.
     pub fn new(policy: &str, budget: Option<u64>) -> Result<Self, String> {
         let Some(name) = POLICIES.iter().find(|p| p.eq_ignore_ascii_case(policy)) else {
             return Err(format!(
