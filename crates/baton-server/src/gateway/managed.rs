@@ -217,16 +217,11 @@ pub(crate) fn requested(
     let budget = match headers.get(&BUDGET_HEADER) {
         // The tenant's budget fits its model's window, whichever policy the request names.
         None => tenant.map_or(DEFAULT_BUDGET, |t| t.budget),
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .filter(|n| *n >= MIN_BUDGET)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "x-baton-context-budget: expected a whole number of tokens, at least {MIN_BUDGET}"
-                ))
-            })?,
+        Some(v) => budget_of(v).ok_or_else(|| {
+            invalid(format!(
+                "x-baton-context-budget: expected a whole number of tokens, at least {MIN_BUDGET}"
+            ))
+        })?,
     };
     Ok(Some(Policy { name, budget }))
 }
@@ -244,14 +239,22 @@ fn tenant_default(
         && !(endpoint == Endpoint::Responses && tenant.policy == "clear-tool-results");
     let budget = headers
         .get(&BUDGET_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|n| *n >= MIN_BUDGET)
+        .and_then(budget_of)
         .unwrap_or(tenant.budget);
     applies.then_some(Policy {
         name: tenant.policy,
         budget,
     })
+}
+
+/// The budget an `x-baton-context-budget` value gives: a whole number of tokens, at least
+/// [`MIN_BUDGET`].
+fn budget_of(value: &HeaderValue) -> Option<u64> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| *n >= MIN_BUDGET)
 }
 
 /// What managed context did for one request, as its response headers say.
