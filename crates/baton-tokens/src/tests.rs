@@ -221,3 +221,75 @@ fn the_memo_counts_as_the_tokenizer_does_cold_warm_on_other_threads_and_after_a_
         }
     }
 }
+
+/// Characters of every class the split patterns tell apart, ASCII and not: letters of each
+/// case (and a title-case, a modifier and a combining mark), digits (and digits and numbers
+/// from outside ASCII), each kind of white space (and the non-breaking, next-line and line
+/// separators), the apostrophe and the letters of contractions (and the long s that folds to
+/// `s`), `/` (which `o200k_base` lets follow a newline), punctuation, control characters, CJK
+/// and an emoji.
+const ALPHABET: &[char] = &[
+    'a', 'z', 'A', 'Z', 's', 'S', 't', 'T', 'r', 'R', 'e', 'E', 'v', 'l', 'L', 'm', 'd', 'D', 'x',
+    '0', '5', '9', ' ', ' ', ' ', '\t', '\n', '\r', '\u{b}', '\u{c}', '\'', '\'', '/', '.', ',',
+    '(', '{', '"', '-', '_', '#', '\u{0}', '\u{1c}', '\u{7f}', 'é', 'É', 'ſ', 'ǅ', 'ʰ', '\u{301}',
+    '²', '٣', 'Ⅻ', '\u{a0}', '\u{85}', '\u{2028}', '中', '😀', '—',
+];
+
+/// Short sequences where the patterns' alternatives meet: newlines after symbols and before
+/// a `/`, white space before a newline or the end, contractions against letters.
+const SNIPPETS: &[&str] = &[
+    "\n/", "*/\n/", ".\r\n", "  \n  ", "\t\n\t", " \u{a0}", "'s", "'LL", "n't", " //", "x'ſ",
+    "\n\u{85}",
+];
+
+fn arbitrary_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    // Mostly ASCII, as transcripts are, with runs that make words, numbers and indentation.
+    let piece = prop_oneof![
+        4 => proptest::sample::select(ALPHABET).prop_map(String::from),
+        2 => proptest::sample::select(SNIPPETS).prop_map(String::from),
+        2 => "[a-zA-Z]{1,12}",
+        1 => "[ \t]{1,6}",
+        1 => "[0-9]{1,7}",
+        1 => "'(s|t|re|ve|m|ll|d|RE|Ll|S)",
+    ];
+    proptest::collection::vec(piece, 0..40).prop_map(|parts| parts.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4_000))]
+
+    /// The table's pieces are `bpe-openai`'s regex pieces, for both vocabularies.
+    #[test]
+    fn pieces_are_the_regex_pieces(text in arbitrary_text()) {
+        for encoding in [Encoding::O200k, Encoding::Cl100k] {
+            let tokenizer = encoding.bpe();
+            let ours: Vec<&str> = split::Pieces::new(encoding, tokenizer, &text).collect();
+            let regex: Vec<&str> = tokenizer.split(&text).collect();
+            proptest::prop_assert_eq!(ours, regex, "{} on {:?}", encoding.name(), text);
+        }
+    }
+}
+
+#[test]
+fn pieces_of_known_texts_are_the_regex_pieces() {
+    let texts = [
+        "",
+        "hello world",
+        "  indented\n\n    code();  \n",
+        "don't DON'T we'RE they'll 'sup '",
+        "HTTPServer parseJSON x86_64 3.14159 2026-12-07",
+        "trailing space   ",
+        "a\r\n\r\n  b",
+        "*/\n/ -\n// path/to/file.rs:12",
+        "café naïve ſt Über ǅx ʰa e\u{301}\u{a0}b\u{85}c 中文 😀 — ²³ ٣",
+    ];
+    for text in texts {
+        for encoding in [Encoding::O200k, Encoding::Cl100k] {
+            let tokenizer = encoding.bpe();
+            let ours: Vec<&str> = split::Pieces::new(encoding, tokenizer, text).collect();
+            let regex: Vec<&str> = tokenizer.split(text).collect();
+            assert_eq!(ours, regex, "{} on {text:?}", encoding.name());
+        }
+    }
+}
