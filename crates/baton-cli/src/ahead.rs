@@ -8,9 +8,12 @@
 //! sequential import stores them). So the work is split in two:
 //!
 //! - `workers` threads (one per core) take the next file index from a shared counter and run
-//!   the job on it, never more than `window` files ahead of the consumer: a worker that is
-//!   that far ahead waits on a condition variable. Memory is bounded by `window` prepared
-//!   files, whatever the size of the tree (issue 17's 1 GiB tree under 500 MB).
+//!   the job on it, never more than `window` files ahead of the consumer, nor more than
+//!   `budget` bytes of files ahead (by each file's size, [`Window`]): a worker that is that far
+//!   ahead waits on a condition variable. The file the consumer needs next is never held back,
+//!   so one file over the budget is still read. Memory is bounded by the window, whatever the
+//!   size of the tree (issue 17's 1 GiB tree under 500 MB). A window of many files keeps the
+//!   workers busy while the store writes a large file (aider's history: a thousand runs).
 //! - The consumer (the async import loop) takes results strictly in index order, waiting on a
 //!   channel for the one it needs and parking the ones that arrive early.
 //!
@@ -36,25 +39,66 @@ pub struct ReadAhead<T> {
 struct Shared {
     /// The next index a worker takes.
     taken: AtomicUsize,
-    /// How many results the consumer has taken, with the condition workers wait on.
-    consumed: Mutex<usize>,
+    /// How far the consumer is, with the condition workers wait on.
+    progress: Mutex<Progress>,
     moved: Condvar,
     stop: AtomicBool,
+    window: Window,
+}
+
+/// How far the consumer is.
+#[derive(Default)]
+struct Progress {
+    /// How many results it has taken.
+    consumed: usize,
+    /// The bytes of the jobs started and not yet taken.
+    ahead: u64,
+    /// The next job to start: jobs start in index order, so the budget holds the jobs nearest
+    /// the consumer.
+    gate: usize,
+}
+
+/// How far ahead of the consumer the workers may run.
+pub struct Window {
+    /// At most this many jobs (at least 1).
+    pub jobs: usize,
+    /// At most this many bytes (by `bytes`) of jobs started and not yet taken; the job the
+    /// consumer needs next starts whatever its size.
+    pub budget: u64,
+    /// Each job's size, by index (a job with none counts 0).
+    pub bytes: Vec<u64>,
+}
+
+impl Window {
+    /// A window of `jobs` jobs, whatever their size.
+    #[cfg(test)]
+    pub fn jobs(jobs: usize) -> Self {
+        Window {
+            jobs,
+            budget: u64::MAX,
+            bytes: Vec::new(),
+        }
+    }
+
+    fn bytes(&self, i: usize) -> u64 {
+        self.bytes.get(i).copied().unwrap_or(0)
+    }
 }
 
 impl<T: Send + 'static> ReadAhead<T> {
-    /// Runs `job(i)` for `i` in `0..len` on `workers` threads, at most `window` results ahead of
-    /// the consumer (both at least 1).
-    pub fn start<F>(len: usize, workers: usize, window: usize, job: F) -> Self
+    /// Runs `job(i)` for `i` in `0..len` on `workers` threads (at least 1), at most `window`
+    /// ahead of the consumer.
+    pub fn start<F>(len: usize, workers: usize, mut window: Window, job: F) -> Self
     where
         F: Fn(usize) -> T + Send + Sync + 'static,
     {
-        let window = window.max(1);
+        window.jobs = window.jobs.max(1);
         let shared = Arc::new(Shared {
             taken: AtomicUsize::new(0),
-            consumed: Mutex::new(0),
+            progress: Mutex::new(Progress::default()),
             moved: Condvar::new(),
             stop: AtomicBool::new(false),
+            window,
         });
         let (tx, results) = mpsc::unbounded_channel();
         let job = Arc::new(job);
@@ -63,11 +107,11 @@ impl<T: Send + 'static> ReadAhead<T> {
                 let (shared, tx, job) = (shared.clone(), tx.clone(), job.clone());
                 std::thread::Builder::new()
                     .name(format!("baton-import-{n}"))
-                    .spawn(move || work(&shared, &tx, &*job, len, window))
+                    .spawn(move || work(&shared, &tx, &*job, len, false))
             };
             if spawned.is_err() && n == 0 {
                 // No thread to be had: run the jobs here, in order, as a sequential import.
-                work(&shared, &tx, &*job, len, usize::MAX);
+                work(&shared, &tx, &*job, len, true);
             }
         }
         ReadAhead {
@@ -102,11 +146,13 @@ impl<T: Send + 'static> ReadAhead<T> {
             }
         };
         self.next += 1;
-        *self
-            .shared
-            .consumed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = self.next;
+        {
+            let mut progress = self.shared.lock();
+            progress.consumed = self.next;
+            progress.ahead = progress
+                .ahead
+                .saturating_sub(self.shared.window.bytes(self.next - 1));
+        }
         self.shared.moved.notify_all();
         Some(result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     }
@@ -116,36 +162,53 @@ impl<T> Drop for ReadAhead<T> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         // Taken under the lock, so a worker between its check and its wait cannot miss it.
-        let _held = self
-            .shared
-            .consumed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _held = self.shared.lock();
         self.shared.moved.notify_all();
     }
 }
 
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A worker's loop; `alone` when it is the only one, on the consumer's thread, where it runs
+/// every job in order without waiting.
 fn work<T>(
     shared: &Shared,
     tx: &mpsc::UnboundedSender<(usize, std::thread::Result<T>)>,
     job: &(dyn Fn(usize) -> T + Send + Sync),
     len: usize,
-    window: usize,
+    alone: bool,
 ) {
+    let window = &shared.window;
     loop {
         let i = shared.taken.fetch_add(1, Ordering::SeqCst);
         if i >= len {
             return;
         }
         {
-            let mut consumed = shared.consumed.lock().unwrap_or_else(|e| e.into_inner());
-            while i >= consumed.saturating_add(window) && !shared.stop.load(Ordering::SeqCst) {
-                consumed = shared
+            let bytes = window.bytes(i);
+            let mut progress = shared.lock();
+            // The job the consumer needs next always runs, whatever its size.
+            let too_far = |p: &Progress| {
+                i >= p.consumed.saturating_add(window.jobs)
+                    || (i > p.consumed && p.ahead.saturating_add(bytes) > window.budget)
+            };
+            while !alone
+                && (progress.gate != i || too_far(&progress))
+                && !shared.stop.load(Ordering::SeqCst)
+            {
+                progress = shared
                     .moved
-                    .wait(consumed)
+                    .wait(progress)
                     .unwrap_or_else(|e| e.into_inner());
             }
+            progress.ahead = progress.ahead.saturating_add(bytes);
+            progress.gate = i + 1;
         }
+        shared.moved.notify_all();
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
@@ -172,7 +235,7 @@ mod tests {
     #[test]
     fn results_come_in_index_order_whatever_order_the_workers_finish_in() {
         // Later indexes finish first: index i sleeps (20 - i) ms.
-        let mut ahead = ReadAhead::start(20, 4, 8, |i| {
+        let mut ahead = ReadAhead::start(20, 4, Window::jobs(8), |i| {
             std::thread::sleep(Duration::from_millis(20 - i as u64));
             i * 10
         });
@@ -190,7 +253,7 @@ mod tests {
     fn workers_never_run_more_than_the_window_ahead_of_the_consumer() {
         let started = Arc::new(AtomicUsize::new(0));
         let seen = started.clone();
-        let mut ahead = ReadAhead::start(100, 4, 3, move |i| {
+        let mut ahead = ReadAhead::start(100, 4, Window::jobs(3), move |i| {
             seen.fetch_add(1, Ordering::SeqCst);
             i
         });
@@ -221,10 +284,60 @@ mod tests {
     }
 
     #[test]
+    fn workers_never_run_more_bytes_ahead_than_the_budget_but_always_the_next_job() {
+        // Job i weighs 10 bytes, except job 5, which alone is over the budget of 25.
+        let bytes: Vec<u64> = (0..40).map(|i| if i == 5 { 100 } else { 10 }).collect();
+        let started = Arc::new(AtomicUsize::new(0));
+        let seen = started.clone();
+        let window = Window {
+            jobs: 100,
+            budget: 25,
+            bytes,
+        };
+        let mut ahead = ReadAhead::start(40, 4, window, move |i| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            i
+        });
+        // With `taken` results taken, the jobs that may have started: the next one whatever
+        // its size, then the following ones while all their bytes fit in the budget.
+        let allowed = |taken: usize| -> usize {
+            let mut ahead = if taken == 5 { 100 } else { 10 };
+            let mut n = taken + 1;
+            while n < 40 {
+                let size = if n == 5 { 100 } else { 10 };
+                if ahead + size > 25 {
+                    break;
+                }
+                ahead += size;
+                n += 1;
+            }
+            n
+        };
+        block_on(async {
+            for taken in 0..30 {
+                assert_eq!(ahead.next().await, Some(taken));
+                let full = allowed(taken + 1);
+                let waited = std::time::Instant::now();
+                while started.load(Ordering::SeqCst) < full {
+                    assert!(
+                        waited.elapsed() < Duration::from_secs(10),
+                        "the budget never filled after {} taken",
+                        taken + 1
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                let ran = started.load(Ordering::SeqCst);
+                assert_eq!(ran, full, "{ran} jobs started with {} taken", taken + 1);
+            }
+        });
+    }
+
+    #[test]
     fn dropping_it_stops_the_workers() {
         let started = Arc::new(AtomicUsize::new(0));
         let seen = started.clone();
-        let mut ahead = ReadAhead::start(1_000, 2, 2, move |i| {
+        let mut ahead = ReadAhead::start(1_000, 2, Window::jobs(2), move |i| {
             seen.fetch_add(1, Ordering::SeqCst);
             i
         });
@@ -243,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_job_that_panics_panics_in_the_consumer_at_its_turn() {
-        let mut ahead = ReadAhead::start(5, 2, 4, |i| {
+        let mut ahead = ReadAhead::start(5, 2, Window::jobs(4), |i| {
             assert!(i != 3, "file {i} is bad");
             i
         });
@@ -269,7 +382,7 @@ mod tests {
 
     #[test]
     fn nothing_to_do_ends_at_once() {
-        let mut ahead = ReadAhead::start(0, 2, 2, |i| i);
+        let mut ahead = ReadAhead::start(0, 2, Window::jobs(2), |i| i);
         assert_eq!(block_on(ahead.next()), None);
     }
 }

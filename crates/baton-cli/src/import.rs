@@ -14,9 +14,9 @@
 //! of finding its last message changed. Each transcript's usage records go with it; the store
 //! keeps one per response.
 //!
-//! Files are prepared (read, parsed, redacted, tokenized) on one thread per core, a few files
-//! ahead of the store (`crate::ahead`), and stored one transaction each in path order, so the
-//! report and the store see the same order as a sequential import.
+//! Files are prepared (read, parsed, redacted, tokenized) on one thread per core, up to 32
+//! files or 32 MiB of them ahead of the store (`crate::ahead`), and stored one transaction each
+//! in path order, so the report and the store see the same order as a sequential import.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -31,14 +31,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::ahead::ReadAhead;
+use crate::ahead::{ReadAhead, Window};
 use crate::args::{ImportArgs, ImportFormat};
 use crate::env::{Env, print_json};
 use crate::exit::{InvalidInput, NotFound, Reported};
 
-/// Files prepared ahead of the store per core: enough to keep every core busy while the
-/// store writes, few enough that memory stays that many files, whatever the tree's size.
-const READ_AHEAD: usize = 2;
+/// Files prepared ahead of the store: enough to keep every core busy while the store writes
+/// a large file (aider's history, a thousand runs, takes the store a third of the corpus's
+/// import), within [`READ_AHEAD_BYTES`] of them, so memory stays bounded whatever the tree.
+const READ_AHEAD: usize = 32;
+
+/// The bytes of files prepared ahead of the store, at most (the next file is read whatever its
+/// size). Prepared, a file takes a few times its size (its messages, their JSON and digests).
+const READ_AHEAD_BYTES: u64 = 32 << 20;
 
 /// More files than this get a progress bar (on a terminal, without `--quiet` or `--json`).
 const PROGRESS_FROM: usize = 5;
@@ -151,7 +156,15 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
             args.as_new,
         );
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        ReadAhead::start(sources.len(), cores, READ_AHEAD * cores, move |i| {
+        let window = Window {
+            jobs: READ_AHEAD,
+            budget: READ_AHEAD_BYTES,
+            bytes: sources
+                .iter()
+                .map(|s| std::fs::metadata(&s.path).map_or(0, |m| m.len()))
+                .collect(),
+        };
+        ReadAhead::start(sources.len(), cores, window, move |i| {
             read(&sources[i], format, run.as_ref(), tokenizer, as_new)
         })
     };
