@@ -989,7 +989,7 @@ fn tokens(value: i64) -> u32 {
     u32::try_from(value).unwrap_or(if value < 0 { 0 } else { u32::MAX })
 }
 
-fn corrupt(what: String) -> Error {
+pub(crate) fn corrupt(what: String) -> Error {
     Error::Corrupt { what }
 }
 
@@ -1060,22 +1060,25 @@ pub(crate) struct SummaryBody {
 impl Prepared {
     /// Serializes `entries` for [`RunRows::insert_entries`].
     pub(crate) fn all(entries: &[crate::NewEntry]) -> Result<Vec<Prepared>, Error> {
+        entries
+            .iter()
+            .map(|e| Prepared::of(e).map_err(corrupt))
+            .collect()
+    }
+
+    /// Serializes one entry; the error says why its message does not serialize.
+    pub(crate) fn of(entry: &crate::NewEntry) -> Result<Prepared, String> {
         let list = |ids: Vec<&str>| {
             (!ids.is_empty())
                 .then(|| serde_json::to_string(&ids).ok())
                 .flatten()
         };
-        entries
-            .iter()
-            .map(|e| {
-                Ok(Prepared {
-                    tokens: e.tokens,
-                    tool_uses: list(e.message.tool_use_ids().collect()),
-                    tool_results: list(e.message.tool_result_ids().collect()),
-                    message: serde_json::to_string(&e.message)
-                        .map_err(|err| corrupt(format!("message does not serialize: {err}")))?,
-                })
-            })
-            .collect()
+        Ok(Prepared {
+            tokens: entry.tokens,
+            tool_uses: list(entry.message.tool_use_ids().collect()),
+            tool_results: list(entry.message.tool_result_ids().collect()),
+            message: serde_json::to_string(&entry.message)
+                .map_err(|err| format!("message does not serialize: {err}"))?,
+        })
     }
 }

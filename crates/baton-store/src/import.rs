@@ -101,10 +101,15 @@ impl Digest {
 
     /// The digest after one more message.
     pub fn then(self, message: &Message) -> Self {
+        // A message always serializes (its JSON is what history stores).
+        self.then_json(&serde_json::to_vec(message).unwrap_or_default())
+    }
+
+    /// The digest after one more message, given as the JSON history stores.
+    fn then_json(self, json: &[u8]) -> Self {
         let mut h = Sha256::new();
         h.update(self.0);
-        // A message always serializes (its JSON is what history stores).
-        h.update(serde_json::to_vec(message).unwrap_or_default());
+        h.update(json);
         Digest(h.finalize().into())
     }
 
@@ -137,6 +142,10 @@ pub struct NewImport {
     entries: Vec<NewEntry>,
     /// `digests[i]` is the digest after the prefix and `entries[..=i]`.
     digests: Vec<Digest>,
+    /// The entries serialized for `history`: the JSON the digests hash, made once, where the
+    /// import is built (an import's worker thread), not in the store's write; or why one does
+    /// not serialize.
+    prepared: Result<Vec<Prepared>, String>,
     /// The compactions the source agent performed, in order.
     pub compactions: Vec<SourceCompaction>,
     /// Each model response's usage (none unless the caller sets it; see [`crate::usage`]).
@@ -171,11 +180,14 @@ impl NewImport {
         compactions: Vec<SourceCompaction>,
     ) -> Self {
         let mut digest = prefix;
-        let digests = entries
+        let mut digests = Vec::with_capacity(entries.len());
+        let prepared = entries
             .iter()
             .map(|e| {
-                digest = digest.then(&e.message);
-                digest
+                let prepared = Prepared::of(e)?;
+                digest = digest.then_json(prepared.message.as_bytes());
+                digests.push(digest);
+                Ok(prepared)
             })
             .collect();
         NewImport {
@@ -185,6 +197,7 @@ impl NewImport {
             prefix,
             entries,
             digests,
+            prepared,
             compactions,
             usage: ImportUsage::default(),
         }
@@ -779,15 +792,17 @@ pub(crate) async fn store<B: Backend>(
         {
             check_text(field, text.map(String::as_str))?;
         }
-        let prepared = Prepared::all(import.entries())?;
-        file.push((import, prepared));
+        if let Err(err) = &import.prepared {
+            return Err(crate::backend::corrupt(err.clone()));
+        }
+        file.push(import);
     }
     let tenant = tenant.clone();
     backend
         .write(job!(|tx| {
             let mut keys: Vec<&str> = file
                 .iter()
-                .flat_map(|(i, _)| {
+                .flat_map(|i| {
                     let o = &i.origin;
                     std::iter::once(&o.source_key)
                         .chain(&o.parent_key)
@@ -800,7 +815,9 @@ pub(crate) async fn store<B: Backend>(
             tx.lock_sources(&tenant, &keys).await?;
             let now = Timestamp::now();
             let mut outcomes = Vec::with_capacity(file.len());
-            for (index, (import, prepared)) in file.iter().enumerate() {
+            for (index, import) in file.iter().enumerate() {
+                // Every import's entries serialized: checked before the write began.
+                let prepared = import.prepared.as_deref().unwrap_or_default();
                 let key = &import.origin.source_key;
                 let (pk, outcome) = match tx.source(&tenant, key).await? {
                     Some((_, run)) => {
