@@ -8,7 +8,7 @@
 //! sequential import stores them). So the work is split in two:
 //!
 //! - `workers` threads (one per core) take the next file index from a shared counter and run
-//!   the job on it, never more than `window` files ahead of the consumer, nor more than
+//!   the job on it, never more than `jobs` files ahead of the consumer, nor more than
 //!   `budget` bytes of files ahead (by each file's size, [`Window`]): a worker that is that far
 //!   ahead waits on a condition variable. The file the consumer needs next is never held back,
 //!   so one file over the budget is still read. Memory is bounded by the window, whatever the
@@ -149,9 +149,9 @@ impl<T: Send + 'static> ReadAhead<T> {
         {
             let mut progress = self.shared.lock();
             progress.consumed = self.next;
-            progress.ahead = progress
-                .ahead
-                .saturating_sub(self.shared.window.bytes(self.next - 1));
+            let bytes = self.shared.window.bytes(self.next - 1);
+            debug_assert!(progress.ahead >= bytes, "the read-ahead's bytes miscounted");
+            progress.ahead = progress.ahead.saturating_sub(bytes);
         }
         self.shared.moved.notify_all();
         Some(result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))

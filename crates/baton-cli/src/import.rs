@@ -157,7 +157,7 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         );
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let window = Window {
-            jobs: READ_AHEAD,
+            jobs: READ_AHEAD.max(2 * cores),
             budget: READ_AHEAD_BYTES,
             bytes: sources
                 .iter()

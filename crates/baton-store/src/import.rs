@@ -181,15 +181,25 @@ impl NewImport {
     ) -> Self {
         let mut digest = prefix;
         let mut digests = Vec::with_capacity(entries.len());
-        let prepared = entries
-            .iter()
-            .map(|e| {
-                let prepared = Prepared::of(e)?;
-                digest = digest.then_json(prepared.message.as_bytes());
-                digests.push(digest);
-                Ok(prepared)
-            })
-            .collect();
+        let mut prepared = Ok(Vec::with_capacity(entries.len()));
+        for entry in &entries {
+            // A message always serializes; were one not to, it would hash as no bytes (as
+            // `Digest::then` has it) and the store would refuse the import.
+            match (Prepared::of(entry), &mut prepared) {
+                (Ok(p), Ok(all)) => {
+                    digest = digest.then_json(p.message.as_bytes());
+                    all.push(p);
+                }
+                (Ok(p), Err(_)) => digest = digest.then_json(p.message.as_bytes()),
+                (Err(err), _) => {
+                    digest = digest.then_json(&[]);
+                    if prepared.is_ok() {
+                        prepared = Err(err);
+                    }
+                }
+            }
+            digests.push(digest);
+        }
         NewImport {
             id,
             origin,

@@ -41,6 +41,8 @@ use std::sync::Arc;
 use baton_core::tokens::{ByteEstimate, TokenCounter};
 use bpe_openai::Tokenizer;
 
+mod split;
+
 /// A tiktoken vocabulary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Encoding {
@@ -287,8 +289,6 @@ pub fn counter(choice: TokenizerChoice, model: Option<&str>) -> Arc<dyn TokenCou
     };
     Arc::new(Tiktoken::new(encoding))
 }
-
-mod split;
 
 #[cfg(test)]
 mod tests;

@@ -236,6 +236,8 @@ impl<'a> Iterator for Pieces<'a> {
         let rest = self.text.get(start..).filter(|rest| !rest.is_empty())?;
         let end = match self.fast(start) {
             Some(end) => end,
+            // The patterns match at every character (a letter, digit, space or anything
+            // else), so the regex always has a piece; were it not to, the rest is one.
             None => {
                 start
                     + self
