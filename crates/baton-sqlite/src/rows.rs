@@ -24,6 +24,9 @@ const RUN: &str = "SELECT id, tenant_id, status, goal, rules, active_summary_id,
 const SUMMARY: &str = "SELECT s.id, r.id, s.coverage, s.previous_id, s.body, s.created_at, s.meta
     FROM summaries s JOIN runs r ON r.pk = s.run_pk";
 const ENTRY: &str = "SELECT seq, tokens, created_at, message FROM history";
+/// The run an imported source made.
+pub(crate) const SOURCE: &str = "SELECT o.run_pk, r.id FROM run_origins o JOIN runs r
+    ON r.pk = o.run_pk WHERE o.tenant_id = ?1 AND o.source_key = ?2";
 
 #[async_trait]
 impl RunRows for SqliteTx {
@@ -413,12 +416,9 @@ impl ImportRows for SqliteTx {
         tenant: &TenantId,
         source_key: &str,
     ) -> Result<Option<(i64, RunId)>, Error> {
-        self.one(
-            "SELECT o.run_pk, r.id FROM run_origins o JOIN runs r ON r.pk = o.run_pk
-             WHERE o.tenant_id = ?1 AND o.source_key = ?2",
-            [tenant.as_str(), source_key],
-            |r| Ok((r.int_at(0)?, RunId::new(r.text_at(1)?)?)),
-        )
+        self.one(SOURCE, [tenant.as_str(), source_key], |r| {
+            Ok((r.int_at(0)?, RunId::new(r.text_at(1)?)?))
+        })
     }
 
     async fn keep_deleted(&mut self, run: i64, at: Timestamp) -> Result<(), Error> {
