@@ -17,6 +17,14 @@
 //! - The consumer (the async import loop) takes results strictly in index order, waiting on a
 //!   channel for the one it needs and parking the ones that arrive early.
 //!
+//! - The workers run at a lower priority than the rest of the process (nice +10 on Linux,
+//!   [`WORKER_NICE`]). The consumer's writes are the import's critical path; with one worker
+//!   per core and the consumer, there is one runnable thread more than there are cores, and
+//!   at equal priority the scheduler gave the consumer a share of a core while it wrote a large
+//!   file. Lower, the workers take what the consumer leaves: the corpus import's median went
+//!   from 0.33–0.40 s to 0.28–0.32 s (three runs of 12 rounds each, taking turns, 2 cores).
+//!   Other processes of the machine keep their share of it, as against any niced job.
+//!
 //! Dropping the [`ReadAhead`] (the import stops early on an error) tells the workers to stop;
 //! they finish the file in hand and exit. A job that panics is reported as that file's panic
 //! when the consumer reaches it, never as a hang.
@@ -26,6 +34,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use tokio::sync::mpsc;
+
+/// How much the workers' nice value is raised above the process's (capped at 19, the lowest
+/// priority): enough that a core the consumer wants is its own (a nice-10 thread weighs a tenth
+/// of a nice-0 one), not so much that the workers starve when something else runs beside them.
+pub const WORKER_NICE: i32 = 10;
 
 /// Ordered results of a job run ahead on worker threads; see the module docs.
 pub struct ReadAhead<T> {
@@ -107,7 +120,10 @@ impl<T: Send + 'static> ReadAhead<T> {
                 let (shared, tx, job) = (shared.clone(), tx.clone(), job.clone());
                 std::thread::Builder::new()
                     .name(format!("baton-import-{n}"))
-                    .spawn(move || work(&shared, &tx, &*job, len, false))
+                    .spawn(move || {
+                        yield_to_the_consumer();
+                        work(&shared, &tx, &*job, len, false)
+                    })
             };
             if spawned.is_err() && n == 0 {
                 // No thread to be had: run the jobs here, in order, as a sequential import.
@@ -172,6 +188,22 @@ impl Shared {
         self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// Raises the calling worker thread's nice value by [`WORKER_NICE`] (see the module docs).
+/// Linux sets the nice value of the thread whose id is given (POSIX of a process), so
+/// elsewhere this does nothing. A failure leaves the thread at the process's priority, which
+/// costs speed only.
+#[cfg(target_os = "linux")]
+fn yield_to_the_consumer() {
+    use rustix::process::{getpriority_process, setpriority_process};
+    let me = Some(rustix::thread::gettid());
+    if let Ok(nice) = getpriority_process(me) {
+        let _ = setpriority_process(me, (nice + WORKER_NICE).min(19));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn yield_to_the_consumer() {}
 
 /// A worker's loop; `alone` when it is the only one, on the consumer's thread, where it runs
 /// every job in order without waiting.
@@ -378,6 +410,26 @@ mod tests {
             [0, 1, 2],
             "the results before it were delivered, in order"
         );
+    }
+
+    /// The workers' nice value, read by the kernel, is the consumer's plus [`WORKER_NICE`]
+    /// (capped at 19), and the consumer's own is untouched.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn workers_run_at_a_lower_priority_than_the_consumer() {
+        use rustix::process::getpriority_process;
+        let nice = || getpriority_process(Some(rustix::thread::gettid())).expect("getpriority");
+        let consumer = nice();
+        let mut ahead = ReadAhead::start(4, 2, Window::jobs(4), move |_| nice());
+        let workers = block_on(async {
+            let mut got = Vec::new();
+            while let Some(v) = ahead.next().await {
+                got.push(v);
+            }
+            got
+        });
+        assert_eq!(workers, vec![(consumer + WORKER_NICE).min(19); 4]);
+        assert_eq!(nice(), consumer);
     }
 
     #[test]

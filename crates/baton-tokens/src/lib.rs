@@ -71,21 +71,21 @@ impl Encoding {
     }
 }
 
-/// Starts loading both vocabularies on a thread of its own and returns at once, so the first
-/// count that needs one does not wait for it. A server calls it when it starts; later calls do
-/// nothing.
+/// Starts loading both vocabularies, each on a thread of its own, and returns at once, so the
+/// first count that needs one does not wait for it (or waits less): `o200k_base` takes about
+/// 45 ms to load and `cl100k_base` about 20 ms, which an import would otherwise spend with its
+/// workers waiting on the first file. A server calls it when it starts, `baton import` and
+/// `baton watch` before they open the store; later calls do nothing.
 pub fn preload() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
-        let load = || {
-            Encoding::O200k.bpe();
-            Encoding::Cl100k.bpe();
-        };
-        // When no thread can be started, the first count loads its vocabulary, as without
-        // this call.
-        let _ = std::thread::Builder::new()
-            .name("baton-vocabularies".into())
-            .spawn(load);
+        for encoding in [Encoding::O200k, Encoding::Cl100k] {
+            // When no thread can be started, the first count loads its vocabulary, as without
+            // this call.
+            let _ = std::thread::Builder::new()
+                .name(format!("baton-{}", encoding.name()))
+                .spawn(move || encoding.bpe());
+        }
     });
 }
 
