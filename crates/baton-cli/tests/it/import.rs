@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::support::{Ran, Sandbox, corpus, ran};
+use crate::support::{Ran, Sandbox, age, corpus, ran};
 
 fn import_json(sb: &Sandbox, args: &[&str]) -> (Ran, Value) {
     let mut all = vec!["import", "--json"];
@@ -793,5 +793,41 @@ fn a_tree_imported_at_once_equals_its_files_imported_one_by_one() {
         assert!(together.len() > 30, "{} runs", together.len());
         assert_eq!(together, separately);
         assert_eq!(listed(&at_once), listed(&one_by_one));
+    }
+}
+
+/// A file its agent is still writing that holds no complete unit yet (its first line half
+/// written, a JSON document before its end) is early, not broken: skipped,
+/// saying so, with exit 0 and nothing stored. The same bytes in a file nobody has written for
+/// an hour are broken, and fail, naming why.
+#[test]
+fn a_file_cut_inside_its_first_unit_is_early_while_written_and_broken_once_old() {
+    let line = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s-early","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hello"}}"#;
+    let document =
+        r#"[{"role":"user","content":"hello there"},{"role":"assistant","content":"hi"}]"#;
+    let cases = [
+        ("first-line.jsonl", &line[..line.len() / 2]),
+        ("document.json", &document[..document.len() - 12]),
+    ];
+    for sb in Sandbox::each() {
+        for (name, body) in cases {
+            let path = sb.file(name, body);
+            let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+            ran.ok();
+            assert_eq!(report["totals"]["skipped"], 1, "{name}: {report}");
+            let reason = report["skipped"][0]["error"].as_str().unwrap();
+            assert!(reason.contains("still being written"), "{name}: {reason}");
+
+            age(&path);
+            let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+            assert_eq!(ran.code, 1, "{name}: {}", ran.stderr);
+            let why = report["failed"][0]["error"].as_str().unwrap();
+            assert!(
+                why.contains("not a recognized transcript format"),
+                "{name}: {why}"
+            );
+        }
+        let listed = sb.run(&["--json", "runs", "list"]).ok().json();
+        assert_eq!(listed["total"], 0, "{listed}");
     }
 }

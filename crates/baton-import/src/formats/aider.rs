@@ -23,9 +23,12 @@
 //!   examples' introductions) and is skipped.
 //!
 //! A session with no message (aider started and quit) yields no transcript; the others keep
-//! their place in the file as `index`. aider appends to the file as the chat goes, so the last
-//! complete unit is every message except a last session's closing assistant reply, which may
-//! still be streaming ([`Transcript::settled`]).
+//! their place in the file as `index`. aider appends to the file as the chat goes, and the last
+//! exchange of the last session can still change however the file was cut: the reply streams,
+//! a prompt or console output gains lines, an `Applied edit` line adds a call to the reply
+//! before it, and a line cut short can become another kind of line. An exchange is complete
+//! once the next prompt begins, so the last complete unit ([`Transcript::settled`]) is every
+//! message before the last session's last prompt (none before its first).
 //!
 //! The trailing two spaces aider writes after `####` and `>` lines (a Markdown line break) are
 //! removed. Prefixes are matched on every line, inside code fences too, as aider writes them.
@@ -112,11 +115,8 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     let last = out.len() - 1;
     for (k, t) in out.iter_mut().enumerate() {
         let n = t.messages.len();
-        let streaming = k == last
-            && t.messages
-                .last()
-                .is_some_and(|m| m.message.role == Role::Assistant);
-        t.settled = if streaming { n - 1 } else { n };
+        // The last session's open exchange (module docs): `finish` left its start there.
+        t.settled = if k == last { t.settled.min(n) } else { n };
         t.title = t
             .messages
             .iter()
@@ -181,6 +181,8 @@ struct Session {
     /// Applied edits waiting for their results: (id, path).
     pending: Vec<(String, String)>,
     edits: usize,
+    /// Where the exchange the last prompt opened starts: the prompt's message.
+    exchange: usize,
 }
 
 impl Session {
@@ -197,13 +199,17 @@ impl Session {
             buffer: Vec::new(),
             pending: Vec::new(),
             edits: 0,
+            exchange: 0,
         }
     }
 
     fn line(&mut self, line: &str, kind: Kind<'_>) {
         match kind {
             Kind::User(text) => {
-                self.switch(Block::User);
+                if self.block != Block::User {
+                    self.switch(Block::User);
+                    self.exchange = self.t.messages.len();
+                }
                 self.started = true;
                 self.buffer.push(text.to_owned());
             }
@@ -344,6 +350,7 @@ impl Session {
 
     fn finish(mut self) -> Transcript {
         self.switch(Block::None);
+        self.t.settled = self.exchange;
         self.t
     }
 }
@@ -459,7 +466,7 @@ mod tests {
 
     // issue 17: 150 empty aider runs were created.
     #[test]
-    fn r17_an_empty_session_is_no_transcript_and_a_last_reply_may_still_stream() {
+    fn r17_an_empty_session_is_no_transcript_and_a_last_exchange_may_still_change() {
         let md = "\
 # aider chat started at 2024-08-05 19:33:02
 
@@ -473,9 +480,79 @@ Hi there
         assert_eq!(ts.len(), 1);
         assert_eq!(ts[0].index, 1);
         assert_eq!(ts[0].title.as_deref(), Some("hello"));
-        assert_eq!((ts[0].messages.len(), ts[0].settled), (2, 1));
+        assert_eq!((ts[0].messages.len(), ts[0].settled), (2, 0));
         let ts = parse(b"# aider chat started at 2024-08-05 19:33:02\n").unwrap();
         assert!(ts.is_empty());
+    }
+
+    /// A file being written, cut at every byte: what its settled part holds is what the whole
+    /// file holds there too (each session a prefix of the same session read whole, and a
+    /// session before the last one whole), so importing the cut and later the whole file
+    /// gives the run one import of the whole gives. Checked against the whole file's parse,
+    /// never against the rule that picks the settled part.
+    #[test]
+    fn every_cut_settles_to_a_prefix_of_the_whole_file() {
+        let md = "\
+# aider chat started at 2024-08-05 19:33:02
+
+> Models: claude-3-5-sonnet-20240620 with diff edit format  
+
+#### Fix the bug  
+#### in utils.py  
+
+Here is the fix:
+
+utils.py
+```python
+<<<<<<< SEARCH
+x
+=======
+y
+>>>>>>> REPLACE
+```
+
+> Applied edit to utils.py  
+> Applied edit to b.py  
+> Tokens: 1k sent, 20 received.  
+
+#### thanks  
+
+You're welcome.
+
+# aider chat started at 2024-08-06 10:00:00
+
+#### add a test  
+#### for b.py  
+
+Done.
+
+> Applied edit to test_b.py  
+";
+        let whole = parse(md.as_bytes()).unwrap();
+        let mut checked = 0;
+        for cut in (1..md.len()).filter(|&c| md.is_char_boundary(c)) {
+            let Ok(mut ts) = parse(&md.as_bytes()[..cut]) else {
+                continue;
+            };
+            for t in &mut ts {
+                t.settle();
+                let full = whole.iter().find(|w| w.index == t.index).unwrap();
+                let held = &full.messages[..t.messages.len().min(full.messages.len())];
+                let same = |a: &ImportedMessage, b: &ImportedMessage| {
+                    (&a.message, &a.timestamp, &a.model) == (&b.message, &b.timestamp, &b.model)
+                };
+                assert!(
+                    t.messages.len() <= full.messages.len()
+                        && t.messages.iter().zip(held).all(|(a, b)| same(a, b)),
+                    "cut at byte {cut}: session {} settled {:?}, whole {:?}",
+                    t.index,
+                    texts(t),
+                    texts(full)
+                );
+                checked += t.messages.len();
+            }
+        }
+        assert!(checked > 0);
     }
 
     #[test]
