@@ -506,7 +506,7 @@ fn read(
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
     // A file being written that holds no complete unit yet (cut inside its first line, or a
     // JSON document before its end) is neither unrecognized nor broken: it is early.
-    let early = || live && unfinished(&bytes);
+    let early = || live && baton_watch::unfinished(&bytes);
     let format = match format_of(format) {
         Some(format) => format,
         None => match baton_import::detect(&bytes) {
@@ -610,24 +610,6 @@ fn read(
 /// Why a file being written is skipped for now.
 const STILL_WRITTEN: &str =
     "nothing complete in it yet (still being written); the next import brings it";
-
-/// Whether `bytes` end inside a JSON value, told from the bytes alone (not by the format's
-/// parser): the last line of a JSON Lines file cut before its end, or a JSON document (or a
-/// first line) cut before its last bracket, which `serde_json` reports as an unexpected end
-/// of input. An empty file is not cut inside anything (and named, it fails as holding no
-/// transcript, however new). A finished JSON Lines file fails a whole-document
-/// parse on its second value (trailing characters), not at the end of input, and a Markdown
-/// file at its first character, so neither is taken for unfinished.
-fn unfinished(bytes: &[u8]) -> bool {
-    let ends_early =
-        |b: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_err_and(|e| e.is_eof());
-    let last = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(i) => &bytes[i + 1..],
-        None => bytes,
-    };
-    !bytes.trim_ascii().is_empty()
-        && ((!last.trim_ascii().is_empty() && ends_early(last)) || ends_early(bytes))
-}
 
 /// Whether `path` may still be being written: `baton_watch::is_live`, the rule `baton watch`
 /// follows too (changed less than `LIVE_WITHIN`, ten minutes, ago; or its time unknown).

@@ -68,7 +68,7 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 use serde::Serialize;
 use tokio::time::Instant;
 
-pub use read::{FileRead, LIVE_WITHIN, Read, is_live, read_file};
+pub use read::{FileRead, LIVE_WITHIN, Read, is_live, read_file, unfinished};
 use state::{Seen, State};
 
 /// What the watcher does, and where it keeps its state.

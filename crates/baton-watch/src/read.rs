@@ -50,6 +50,24 @@ pub fn is_live(modified: SystemTime, within: Duration) -> bool {
     }
 }
 
+/// Whether `bytes` end inside a JSON value, told from the bytes alone (not by the format's
+/// parser): the last line of a JSON Lines file cut before its end, or a JSON document (or a
+/// first line) cut before its last bracket, which `serde_json` reports as an unexpected end
+/// of input. An empty file is not cut inside anything (and named, it fails as holding no
+/// transcript, however new). A finished JSON Lines file fails a whole-document
+/// parse on its second value (trailing characters), not at the end of input, and a Markdown
+/// file at its first character, so neither is taken for unfinished.
+pub fn unfinished(bytes: &[u8]) -> bool {
+    let ends_early =
+        |b: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_err_and(|e| e.is_eof());
+    let last = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &bytes[i + 1..],
+        None => bytes,
+    };
+    !bytes.trim_ascii().is_empty()
+        && ((!last.trim_ascii().is_empty() && ends_early(last)) || ends_early(bytes))
+}
+
 /// Reads `path` (the format told from its content unless `format` names one), parses it, cuts
 /// each transcript to its settled part when `live`, and makes the imports, counting each
 /// transcript's messages with the counter `tokenizer` means for its first model. The error is
@@ -61,8 +79,11 @@ pub fn read_file(
     tokenizer: TokenizerChoice,
 ) -> Result<Read, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("reading: {e}"))?;
+    // Cut inside its first unit, a live file is early, not unrecognized or broken.
+    let early = || live && unfinished(&bytes);
     let format = match format.or_else(|| baton_import::detect(&bytes)) {
         Some(format) => format,
+        None if early() => return Ok(Read::NothingYet),
         None => {
             return Ok(Read::NotTranscript(format!(
                 "not a recognized transcript format (tried {})",
@@ -70,7 +91,11 @@ pub fn read_file(
             )));
         }
     };
-    let mut transcripts = baton_import::parse(format, &bytes).map_err(|e| e.to_string())?;
+    let mut transcripts = match baton_import::parse(format, &bytes) {
+        Ok(transcripts) => transcripts,
+        Err(_) if early() => return Ok(Read::NothingYet),
+        Err(e) => return Err(e.to_string()),
+    };
     let held = transcripts
         .iter_mut()
         .map(|t| {
@@ -89,7 +114,7 @@ pub fn read_file(
         .filter(|(t, _)| !t.messages.is_empty())
         .unzip();
     let mut transcripts = transcripts;
-    if transcripts.is_empty() && unsettled {
+    if transcripts.is_empty() && (unsettled || early()) {
         return Ok(Read::NothingYet);
     }
     if transcripts.is_empty() {
@@ -118,4 +143,52 @@ pub fn read_file(
         redactions,
         held,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_file_is_unfinished_when_it_ends_inside_a_json_value() {
+        let line = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
+        let two = format!("{line}\n{line}\n");
+        let doc = r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#;
+        for (bytes, unfinished_) in [
+            (two.clone(), false),
+            (format!("{line}\n{line}"), false),
+            (format!("{line}\n{}", &line[..20]), true),
+            (line[..20].to_owned(), true),
+            (doc.to_owned(), false),
+            (format!("{doc}\n"), false),
+            (doc[..40].to_owned(), true),
+            (
+                "# aider chat started at 2024-08-05 19:33:02\n\n#### hi\n".to_owned(),
+                false,
+            ),
+            ("".to_owned(), false),
+            ("\n  \n".to_owned(), false),
+        ] {
+            assert_eq!(unfinished(bytes.as_bytes()), unfinished_, "{bytes:?}");
+        }
+    }
+
+    /// A file being written whose first line is half there is nothing yet to a watcher, and
+    /// the same bytes in a file quiet for long are no transcript.
+    #[test]
+    fn a_live_file_cut_inside_its_first_line_is_nothing_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"hi"}}"#;
+        std::fs::write(&path, &line[..line.len() / 2]).unwrap();
+        let read = |live| read_file(&path, None, live, TokenizerChoice::Bytes).unwrap();
+        assert!(matches!(read(true), Read::NothingYet), "{:?}", read(true));
+        assert!(
+            matches!(read(false), Read::NotTranscript(_)),
+            "{:?}",
+            read(false)
+        );
+    }
 }
