@@ -71,11 +71,9 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     let tenant = TenantId::new(cli.tenant.as_str()).context("--tenant")?;
     let tokenizer =
         TokenizerChoice::parse(&cli.tokenizer).map_err(|e| InvalidInput(e.to_string()))?;
-    if matches!(cli.command, Command::Import(_) | Command::Watch(_))
-        && tokenizer != TokenizerChoice::Bytes
-    {
+    if matches!(cli.command, Command::Import(_) | Command::Watch(_)) {
         // The vocabularies load while the store opens, not while the first file waits.
-        baton_tokens::preload();
+        baton_tokens::preload_for(tokenizer);
     }
     let store = open_backend(cli.db.as_deref(), create).await?.into_store();
     let env = Env {

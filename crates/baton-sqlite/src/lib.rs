@@ -349,12 +349,14 @@ fn connect(path: &Path) -> Result<SqliteTx, Error> {
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
         .map_err(err)?;
     // The query planner's stability guarantee: a statement's plan never depends on the values
-    // bound to it. Without it SQLite marks a statement for re-preparing whenever a bound value
-    // could have changed its plan (comparing a parameter with a partial index's condition,
-    // say), and then re-prepares it on every new binding: the import's lookup of a source was
-    // parsed and planned again for each of a thousand runs. No statement of the store relies on
-    // a value-dependent plan: its partial indexes have `IS [NOT] NULL` conditions, which the
-    // planner proves from the statement's own text.
+    // bound to it. Without it SQLite marks a parameter for re-preparing whenever the planner
+    // looked at its value (a join's or an ORDER BY's `col = ?N` filter is probed for 0 or 1 when
+    // the planner weighs it), and rusqlite clears the bindings of a statement returned to its
+    // cache, which then expires it: such statements were parsed and planned again on every
+    // use (the import's lookup of a source, for each of a thousand runs). What the guarantee
+    // gives up here is nothing the store uses: no LIKE or GLOB with a bound pattern, partial
+    // indexes whose `IS [NOT] NULL` conditions the planner proves from the statement's text,
+    // no ANALYZE statistics; only `LIMIT ?` costing, where the primary key gives the order.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(err)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -73,20 +73,33 @@ impl Encoding {
 
 /// Starts loading both vocabularies, each on a thread of its own, and returns at once, so the
 /// first count that needs one does not wait for it (or waits less): `o200k_base` takes about
-/// 45 ms to load and `cl100k_base` about 20 ms, which an import would otherwise spend with its
-/// workers waiting on the first file. A server calls it when it starts, `baton import` and
-/// `baton watch` before they open the store; later calls do nothing.
+/// 45 ms to load and `cl100k_base` about 20 ms. A server calls it when it starts; later calls
+/// do nothing. [`preload_for`] loads only what one `--tokenizer` choice can use.
 pub fn preload() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
-        for encoding in [Encoding::O200k, Encoding::Cl100k] {
+    preload_for(TokenizerChoice::Auto);
+}
+
+/// [`preload`] of the vocabularies `choice` can count with: none for `bytes`, the one it
+/// names, or both for `auto` (a model's name picks one per run). `baton import` and
+/// `baton watch` call it before they open the store, so the vocabularies load meanwhile
+/// instead of while the first file waits.
+pub fn preload_for(choice: TokenizerChoice) {
+    static STARTED: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    let encodings: &[Encoding] = match choice {
+        TokenizerChoice::Bytes => &[],
+        TokenizerChoice::O200k => &[Encoding::O200k],
+        TokenizerChoice::Cl100k => &[Encoding::Cl100k],
+        TokenizerChoice::Auto => &[Encoding::O200k, Encoding::Cl100k],
+    };
+    for &encoding in encodings {
+        STARTED[encoding as usize].call_once(|| {
             // When no thread can be started, the first count loads its vocabulary, as without
             // this call.
             let _ = std::thread::Builder::new()
                 .name(format!("baton-{}", encoding.name()))
                 .spawn(move || encoding.bpe());
-        }
-    });
+        });
+    }
 }
 
 /// A [`TokenCounter`] over a tiktoken vocabulary.

@@ -64,8 +64,12 @@ pub fn unfinished(bytes: &[u8]) -> bool {
         Some(i) => &bytes[i + 1..],
         None => bytes,
     };
-    !bytes.trim_ascii().is_empty()
-        && ((!last.trim_ascii().is_empty() && ends_early(last)) || ends_early(bytes))
+    // A character cut short (a UTF-8 sequence missing its last bytes) is a cut too, whatever
+    // the format.
+    let cut_character = std::str::from_utf8(bytes).is_err_and(|e| e.error_len().is_none());
+    cut_character
+        || (!bytes.trim_ascii().is_empty()
+            && ((!last.trim_ascii().is_empty() && ends_early(last)) || ends_early(bytes)))
 }
 
 /// Reads `path` (the format told from its content unless `format` names one), parses it, cuts
@@ -173,6 +177,11 @@ mod tests {
         ] {
             assert_eq!(unfinished(bytes.as_bytes()), unfinished_, "{bytes:?}");
         }
+        // A last character cut short: `é` is two bytes.
+        let text = "#### café\n".as_bytes();
+        let at = text.iter().position(|&b| b == 0xC3).unwrap() + 1;
+        assert!(unfinished(&text[..at]));
+        assert!(!unfinished(text));
     }
 
     /// A file being written whose first line is half there is nothing yet to a watcher, and

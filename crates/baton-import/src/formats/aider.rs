@@ -89,7 +89,9 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     session.t.skipped.non_message_lines += start;
     let mut preamble_has_chat = false;
     let mut seen_header = false;
-    for line in &lines[start..] {
+    // A last line without its newline may be cut short: `####` now, `##### Step` once whole.
+    let cut_short = (!text.ends_with('\n')).then(|| lines.len().saturating_sub(1));
+    for (at, line) in lines.iter().enumerate().skip(start) {
         if let Some(time) = line.strip_prefix(HEADER) {
             if seen_header || preamble_has_chat {
                 out.push(session.finish());
@@ -102,7 +104,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         if !matches!(kind, Kind::Other) {
             preamble_has_chat = true;
         }
-        session.line(line, kind);
+        session.line(line, kind, cut_short != Some(at));
     }
     if seen_header || preamble_has_chat {
         out.push(session.finish());
@@ -203,12 +205,16 @@ impl Session {
         }
     }
 
-    fn line(&mut self, line: &str, kind: Kind<'_>) {
+    /// Reads one line; `whole` unless it is a last line that may be cut short, which opens no
+    /// exchange (the module docs' last complete unit).
+    fn line(&mut self, line: &str, kind: Kind<'_>, whole: bool) {
         match kind {
             Kind::User(text) => {
                 if self.block != Block::User {
                     self.switch(Block::User);
-                    self.exchange = self.t.messages.len();
+                    if whole {
+                        self.exchange = self.t.messages.len();
+                    }
                 }
                 self.started = true;
                 self.buffer.push(text.to_owned());
@@ -485,11 +491,12 @@ Hi there
         assert!(ts.is_empty());
     }
 
-    /// A file being written, cut at every byte: what its settled part holds is what the whole
-    /// file holds there too (each session a prefix of the same session read whole, and a
-    /// session before the last one whole), so importing the cut and later the whole file
+    /// A file being written, cut at every character: what its settled part holds is what the
+    /// whole file holds there too (each session a prefix of the same session read whole, and a
+    /// session before the cut's last one whole), so importing the cut and later the whole file
     /// gives the run one import of the whole gives. Checked against the whole file's parse,
-    /// never against the rule that picks the settled part.
+    /// never against the rule that picks the settled part. (A reply line `##### Step` cut
+    /// after its fourth `#` reads as a prompt.)
     #[test]
     fn every_cut_settles_to_a_prefix_of_the_whole_file() {
         let md = "\
@@ -500,8 +507,9 @@ Hi there
 #### Fix the bug  
 #### in utils.py  
 
-Here is the fix:
+Here is the fix — café:
 
+##### Step 1
 utils.py
 ```python
 <<<<<<< SEARCH
@@ -534,6 +542,7 @@ Done.
             let Ok(mut ts) = parse(&md.as_bytes()[..cut]) else {
                 continue;
             };
+            let last = ts.iter().map(|t| t.index).max();
             for t in &mut ts {
                 t.settle();
                 let full = whole.iter().find(|w| w.index == t.index).unwrap();
@@ -549,6 +558,9 @@ Done.
                     texts(t),
                     texts(full)
                 );
+                if Some(t.index) != last {
+                    assert_eq!(t.messages.len(), full.messages.len(), "cut at byte {cut}");
+                }
                 checked += t.messages.len();
             }
         }
