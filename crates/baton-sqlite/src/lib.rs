@@ -129,6 +129,26 @@ impl SqliteStore {
         })
     }
 
+    /// Lets the write-ahead log grow to `pages` pages (4 KiB each) before this store's writer
+    /// checkpoints it, instead of SQLite's 1,000. A checkpoint runs inside the commit that
+    /// crosses the mark, on the writer, and ends with two `fsync`s, which on this machine's disk
+    /// took from 0.2 to 50 ms each: a bulk import of the corpus (about 50 MB written) paid
+    /// fifteen of them on its critical path. `baton import` sets 10,000 (40 MB): its median
+    /// went from 0.355 to 0.317 s and its slowest of 12 rounds from 0.80 to 0.46 s (taking
+    /// turns with the default, 2 cores). A server keeps the default, where a checkpoint's pause
+    /// stays short. The rest is checkpointed when the store closes, as always.
+    pub async fn checkpoint_every(&self, pages: u32) -> Result<(), Error> {
+        self.write_row(
+            move |tx: &mut SqliteTx| -> BoxFuture<'_, Result<(), Error>> {
+                Box::pin(async move {
+                    let sql = format!("PRAGMA wal_autocheckpoint = {pages}");
+                    tx.conn.query_row(&sql, [], |_| Ok(())).map_err(fail)
+                })
+            },
+        )
+        .await
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
@@ -448,6 +468,27 @@ mod tests {
     use rusqlite::StatementStatus;
 
     use super::*;
+
+    /// The checkpoint mark is the writer's own setting (a connection's), and it holds for the
+    /// writes after it.
+    #[tokio::test]
+    async fn the_checkpoint_mark_is_set_on_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("baton.db"))
+            .await
+            .unwrap();
+        let mark = || {
+            store.write_row(|tx: &mut SqliteTx| -> BoxFuture<'_, Result<i64, Error>> {
+                Box::pin(async move {
+                    let sql = "PRAGMA wal_autocheckpoint";
+                    tx.conn.query_row(sql, [], |r| r.get(0)).map_err(fail)
+                })
+            })
+        };
+        assert_eq!(mark().await.unwrap(), 1000);
+        store.checkpoint_every(10_000).await.unwrap();
+        assert_eq!(mark().await.unwrap(), 10_000);
+    }
 
     /// A cached statement runs as prepared whatever values are bound to it: an import looks up
     /// its sources one after the other with this statement, which SQLite re-prepared on every
