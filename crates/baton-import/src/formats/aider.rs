@@ -27,8 +27,10 @@
 //! exchange of the last session can still change however the file was cut: the reply streams,
 //! a prompt or console output gains lines, an `Applied edit` line adds a call to the reply
 //! before it, and a line cut short can become another kind of line. An exchange is complete
-//! once the next prompt begins, so the last complete unit ([`Transcript::settled`]) is every
-//! message before the last session's last prompt (none before its first).
+//! once the next prompt begins, and a prompt once a whole line of another kind follows it, so
+//! the last complete unit ([`Transcript::settled`]) is every message before the last session's
+//! last prompt, and that prompt too once it is closed (a file just copied keeps the user's
+//! last instruction while its reply waits).
 //!
 //! The trailing two spaces aider writes after `####` and `>` lines (a Markdown line break) are
 //! removed. Prefixes are matched on every line, inside code fences too, as aider writes them.
@@ -185,6 +187,8 @@ struct Session {
     edits: usize,
     /// Where the exchange the last prompt opened starts: the prompt's message.
     exchange: usize,
+    /// Whether a whole line of another kind followed that prompt, so it can no longer grow.
+    prompt_closed: bool,
 }
 
 impl Session {
@@ -202,18 +206,24 @@ impl Session {
             pending: Vec::new(),
             edits: 0,
             exchange: 0,
+            prompt_closed: false,
         }
     }
 
     /// Reads one line; `whole` unless it is a last line that may be cut short, which opens no
     /// exchange (the module docs' last complete unit).
     fn line(&mut self, line: &str, kind: Kind<'_>, whole: bool) {
+        let wrapper = self.website && is_wrapper(line);
+        if whole && self.block == Block::User && !matches!(kind, Kind::User(_)) && !wrapper {
+            self.prompt_closed = true;
+        }
         match kind {
             Kind::User(text) => {
                 if self.block != Block::User {
                     self.switch(Block::User);
                     if whole {
                         self.exchange = self.t.messages.len();
+                        self.prompt_closed = false;
                     }
                 }
                 self.started = true;
@@ -224,7 +234,7 @@ impl Session {
                 self.console(text);
             }
             Kind::Other => {
-                if self.website && is_wrapper(line) {
+                if wrapper {
                     self.t.skipped.non_message_lines += 1;
                     return;
                 }
@@ -356,7 +366,7 @@ impl Session {
 
     fn finish(mut self) -> Transcript {
         self.switch(Block::None);
-        self.t.settled = self.exchange;
+        self.t.settled = self.exchange + usize::from(self.prompt_closed);
         self.t
     }
 }
@@ -486,7 +496,11 @@ Hi there
         assert_eq!(ts.len(), 1);
         assert_eq!(ts[0].index, 1);
         assert_eq!(ts[0].title.as_deref(), Some("hello"));
-        assert_eq!((ts[0].messages.len(), ts[0].settled), (2, 0));
+        // The reply may still grow; the prompt, closed by the blank line after it, may not.
+        assert_eq!((ts[0].messages.len(), ts[0].settled), (2, 1));
+        // A prompt on the last line may gain a line: nothing is settled.
+        let ts = parse(b"# aider chat started at 2024-08-05 19:33:02\n#### hello\n").unwrap();
+        assert_eq!((ts[0].messages.len(), ts[0].settled), (1, 0));
         let ts = parse(b"# aider chat started at 2024-08-05 19:33:02\n").unwrap();
         assert!(ts.is_empty());
     }
