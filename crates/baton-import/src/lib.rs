@@ -133,7 +133,8 @@ pub struct ImportedUsage {
     pub record: UsageRecord,
     /// The index in [`Transcript::messages`] of the assistant message holding the response,
     /// or `None` when the response is not one of the transcript's messages (a branch the
-    /// user abandoned by editing an earlier message was still paid for).
+    /// user abandoned by editing an earlier message was still paid for; a response still
+    /// being written, left out by [`Transcript::settle`]).
     pub message: Option<usize>,
 }
 
@@ -231,16 +232,24 @@ impl Transcript {
     }
 
     /// Keeps only what can no longer change: the first [`settled`](Self::settled) messages,
-    /// the compactions placed before the last of them (or at its end with their summary
-    /// written), and the usage of responses among them or off the transcript. Importing a
-    /// source's settled part and later the settled part of the grown source gives the run
-    /// a one-shot import of the grown source gives.
+    /// and the compactions placed before the last of them (or at its end with their summary
+    /// written). Importing a source's settled part and later the settled part of the grown
+    /// source gives the run a one-shot import of the grown source gives.
+    ///
+    /// Usage is kept whole: a response still streaming was paid for as far as it went, so a
+    /// report on a live session counts it as ccusage does, and the store keeps the larger
+    /// copy when the finished response comes. Its record no longer points at a message
+    /// (`message: None`, as for a response off the transcript) until then.
     pub fn settle(&mut self) {
         let n = self.settled.min(self.messages.len());
         self.messages.truncate(n);
         self.compactions
             .retain(|c| c.after_messages < n || (c.after_messages == n && c.summary.is_some()));
-        self.usage.retain(|u| u.message.is_none_or(|m| m < n));
+        for u in &mut self.usage {
+            if u.message.is_some_and(|m| m >= n) {
+                u.message = None;
+            }
+        }
         self.settled = n;
     }
 

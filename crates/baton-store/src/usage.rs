@@ -6,7 +6,8 @@
 //! file, a live file imported again), so a report counts each response once whatever files,
 //! and in whatever order, it was read from. A record is kept once the message it belongs to is
 //! stored ([`ImportUsage::kept`]): a source that grew but was not extended adds none of its
-//! new responses.
+//! new responses. A record without a message (a response still streaming in a live file, or
+//! one off the transcript) is kept at once.
 //!
 //! [`UsageStore::usage`] reads them back with the session, project and agent each belongs to,
 //! which is what `baton report usage` groups by.
