@@ -831,3 +831,60 @@ fn a_file_cut_inside_its_first_unit_is_early_while_written_and_broken_once_old()
         assert_eq!(listed["total"], 0, "{listed}");
     }
 }
+
+/// An aider chat just written (or just copied: nothing tells the two apart) keeps what can no
+/// longer change: the prompt, closed by the lines after it, is stored at once; its reply, which
+/// aider may still be writing, waits and is counted as still being written. Once the file has
+/// been quiet, `--reimport` brings the reply, and the run is what one import of the quiet file
+/// makes.
+#[test]
+fn an_aider_chat_just_written_keeps_its_prompt_and_its_reply_comes_later() {
+    let chat = "\
+# aider chat started at 2024-08-05 19:33:02
+
+#### change hello to goodbye  
+
+Here is the change to hello.py.
+
+> Applied edit to hello.py  
+";
+    for sb in Sandbox::each() {
+        let path = sb.file("chat.md", chat);
+        let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        let run = &runs(&report)[0];
+        assert_eq!(run["status"], "created", "{report}");
+        assert_eq!(
+            (&run["messages"], &run["still_being_written"]),
+            (&1.into(), &2.into())
+        );
+        let id = run["id"].as_str().unwrap().to_owned();
+
+        age(&path);
+        let (ran, report) = import_json(&sb, &["--reimport", path.to_str().unwrap()]);
+        ran.ok();
+        let run = &runs(&report)[0];
+        assert_eq!(
+            (&run["status"], &run["id"]),
+            (&"extended".into(), &id.clone().into())
+        );
+
+        let once = Sandbox::new();
+        let copy = once.file("chat.md", chat);
+        age(&copy);
+        let (_, one) = import_json(&once, &[copy.to_str().unwrap()]);
+        let one_id = runs(&one)[0]["id"].as_str().unwrap().to_owned();
+        let history = |sb: &Sandbox, run: &str| {
+            let h = sb.run(&["--json", "history", run]).ok().json();
+            h["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["role"].clone(), e["content"].clone()))
+                .collect::<Vec<_>>()
+        };
+        let whole = history(&once, &one_id);
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        assert_eq!(history(&sb, &id), whole);
+    }
+}
