@@ -27,6 +27,7 @@ use baton_core::units::Problem;
 use baton_import::{Format, Transcript};
 use baton_store::{ImportRejection, Imported, NewImport, Reimport};
 use baton_tokens::TokenizerChoice;
+use baton_watch::Parsed;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
@@ -103,6 +104,8 @@ struct Totals {
     subagents: usize,
     /// Queued user messages in the runs created or extended.
     queued_messages: usize,
+    /// Messages of live files left for a later import (each run's `still_being_written`).
+    still_being_written: usize,
     redactions: usize,
     skipped: usize,
     failed: usize,
@@ -248,6 +251,7 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         if matches!(line.status, "created" | "extended") {
             totals.queued_messages += line.queued_messages;
         }
+        totals.still_being_written += line.still_being_written;
         match line.status {
             "created" => totals.created += 1,
             "up_to_date" => totals.up_to_date += 1,
@@ -504,58 +508,32 @@ fn read(
 ) -> Result<Read, String> {
     let live = is_live(&source.path);
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
-    // A file being written that holds no complete unit yet (cut inside its first line, or a
-    // JSON document before its end) is neither unrecognized nor broken: it is early.
-    let early = || live && baton_watch::unfinished(&bytes);
-    let format = match format_of(format) {
-        Some(format) => format,
-        None => match baton_import::detect(&bytes) {
-            Some(format) => format,
-            None if early() => return Ok(Read::Skipped(STILL_WRITTEN.into())),
-            None if source.named => {
+    // Of a live file, only what can no longer change; the rest comes with a later import.
+    let (format, mut transcripts, held) =
+        match baton_watch::parse_bytes(&bytes, format_of(format), live)? {
+            Parsed::Transcripts {
+                format,
+                transcripts,
+                held,
+            } => (format, transcripts, held),
+            Parsed::NothingYet => return Ok(Read::Skipped(STILL_WRITTEN.into())),
+            Parsed::Unrecognized if source.named => {
                 return Err(format!(
                     "not a recognized transcript format (tried {}); name one with --format",
                     Format::ALL.map(Format::name).join(", ")
                 ));
             }
-            None => return Ok(Read::Skipped("not a recognized transcript format".into())),
-        },
-    };
-    let mut transcripts = match baton_import::parse(format, &bytes) {
-        Ok(transcripts) => transcripts,
-        Err(_) if early() => return Ok(Read::Skipped(STILL_WRITTEN.into())),
-        Err(e) => return Err(e.to_string()),
-    };
-    // Of a live file, only what can no longer change; the rest comes with a later import.
-    let held: Vec<usize> = transcripts
-        .iter_mut()
-        .map(|t| {
-            let n = t.messages.len();
-            if live {
-                t.settle();
+            Parsed::Unrecognized => {
+                return Ok(Read::Skipped("not a recognized transcript format".into()));
             }
-            n - t.messages.len()
-        })
-        .collect();
-    // A transcript without a message (a live file's only message still being written) makes
-    // no run: an empty run is noise in `runs list`, and the next import brings the message
-    // (issue 17, item 6).
-    let unsettled = held.iter().any(|&n| n > 0);
-    let (mut transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
-        .into_iter()
-        .zip(held)
-        .filter(|(t, _)| !t.messages.is_empty())
-        .unzip();
-    if transcripts.is_empty() && (unsettled || early()) {
-        return Ok(Read::Skipped(STILL_WRITTEN.into()));
-    }
-    if transcripts.is_empty() {
-        let reason = format!("no {} transcript in it (nothing to import)", format.name());
-        if source.named {
-            return Err(reason);
-        }
-        return Ok(Read::Skipped(reason));
-    }
+            Parsed::Empty(format) => {
+                let reason = format!("no {} transcript in it (nothing to import)", format.name());
+                if source.named {
+                    return Err(reason);
+                }
+                return Ok(Read::Skipped(reason));
+            }
+        };
     if run.is_some() && transcripts.len() != 1 {
         return Err(format!(
             "--run names one run, but the file holds {} transcripts",
@@ -828,6 +806,12 @@ fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
         parts.push(format!(
             "{} typed while the agent worked",
             plural(t.queued_messages, "queued message")
+        ));
+    }
+    if t.still_being_written > 0 {
+        parts.push(format!(
+            "{} still being written left for the next import",
+            plural(t.still_being_written, "message")
         ));
     }
     if t.extended > 0 {

@@ -6,7 +6,8 @@
 //!   last run, then follows them (the `notify` crate: inotify, FSEvents, ReadDirectoryChangesW)
 //!   and imports each file a burst of changes touched, once the burst is over.
 //! - [`read_file`]: one file read into the store's imports, with the live-session rule
-//!   ([`is_live`], [`LIVE_WITHIN`]) that `baton import` uses too.
+//!   ([`is_live`], [`LIVE_WITHIN`]); [`parse_bytes`], its reading of the bytes, is
+//!   `baton import`'s too.
 //! - [`Event`]: what the loop reports, one per import, deletion or failure; printing is the
 //!   caller's.
 //! - [`retention`]: Claude Code's `cleanupPeriodDays`, read from its `settings.json`.
@@ -68,7 +69,7 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 use serde::Serialize;
 use tokio::time::Instant;
 
-pub use read::{FileRead, LIVE_WITHIN, Read, is_live, read_file, unfinished};
+pub use read::{FileRead, LIVE_WITHIN, Parsed, Read, is_live, parse_bytes, read_file, unfinished};
 use state::{Seen, State};
 
 /// What the watcher does, and where it keeps its state.

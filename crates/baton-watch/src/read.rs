@@ -72,35 +72,48 @@ pub fn unfinished(bytes: &[u8]) -> bool {
             && ((!last.trim_ascii().is_empty() && ends_early(last)) || ends_early(bytes)))
 }
 
-/// Reads `path` (the format told from its content unless `format` names one), parses it, cuts
-/// each transcript to its settled part when `live`, and makes the imports, counting each
-/// transcript's messages with the counter `tokenizer` means for its first model. The error is
-/// the reason the file failed, in words.
-pub fn read_file(
-    path: &Path,
-    format: Option<Format>,
-    live: bool,
-    tokenizer: TokenizerChoice,
-) -> Result<Read, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("reading: {e}"))?;
-    // Cut inside its first unit, a live file is early, not unrecognized or broken.
-    let early = || live && unfinished(&bytes);
-    let format = match format.or_else(|| baton_import::detect(&bytes)) {
-        Some(format) => format,
-        None if early() => return Ok(Read::NothingYet),
-        None => {
-            return Ok(Read::NotTranscript(format!(
-                "not a recognized transcript format (tried {})",
-                Format::ALL.map(Format::name).join(", ")
-            )));
-        }
+/// What a file's bytes hold, read by [`parse_bytes`].
+#[derive(Debug)]
+pub enum Parsed {
+    /// No reader recognizes the bytes.
+    Unrecognized,
+    /// A live file with nothing complete in it yet: cut inside its first unit, or every
+    /// message still being written.
+    NothingYet,
+    /// A file of this format that holds no transcript with a message.
+    Empty(Format),
+    /// The transcripts that hold a message, each cut to its settled part when the file is
+    /// live, and how many messages each left for a later read.
+    Transcripts {
+        /// The reader that read them.
+        format: Format,
+        /// The transcripts, in file order.
+        transcripts: Vec<Transcript>,
+        /// Messages of each left for a later read (0 unless the file is live).
+        held: Vec<usize>,
+    },
+}
+
+/// Reads a file's bytes as `baton import` and `baton watch` both do: the format told from the
+/// content unless `format` names one, each transcript cut to its settled part when the file is
+/// `live` (a file cut inside its first unit is early, not unrecognized or broken), and a
+/// transcript without a message dropped (an empty run is noise in `runs list`, and the next
+/// read brings its message). The error is the reader's, in words.
+pub fn parse_bytes(bytes: &[u8], format: Option<Format>, live: bool) -> Result<Parsed, String> {
+    let early = || live && unfinished(bytes);
+    let Some(format) = format.or_else(|| baton_import::detect(bytes)) else {
+        return Ok(if early() {
+            Parsed::NothingYet
+        } else {
+            Parsed::Unrecognized
+        });
     };
-    let mut transcripts = match baton_import::parse(format, &bytes) {
+    let mut transcripts = match baton_import::parse(format, bytes) {
         Ok(transcripts) => transcripts,
-        Err(_) if early() => return Ok(Read::NothingYet),
+        Err(_) if early() => return Ok(Parsed::NothingYet),
         Err(e) => return Err(e.to_string()),
     };
-    let held = transcripts
+    let held: Vec<usize> = transcripts
         .iter_mut()
         .map(|t| {
             let n = t.messages.len();
@@ -109,24 +122,57 @@ pub fn read_file(
             }
             n - t.messages.len()
         })
-        .collect::<Vec<usize>>();
-    // A transcript without a message makes no run, as in `baton import`.
+        .collect();
     let unsettled = held.iter().any(|&n| n > 0);
     let (transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
         .into_iter()
         .zip(held)
         .filter(|(t, _)| !t.messages.is_empty())
         .unzip();
-    let mut transcripts = transcripts;
-    if transcripts.is_empty() && (unsettled || early()) {
-        return Ok(Read::NothingYet);
-    }
     if transcripts.is_empty() {
-        return Ok(Read::NotTranscript(format!(
-            "no {} transcript in it (nothing to import)",
-            format.name()
-        )));
+        return Ok(if unsettled || early() {
+            Parsed::NothingYet
+        } else {
+            Parsed::Empty(format)
+        });
     }
+    Ok(Parsed::Transcripts {
+        format,
+        transcripts,
+        held,
+    })
+}
+
+/// Reads `path` with [`parse_bytes`] and makes the imports, counting each transcript's
+/// messages with the counter `tokenizer` means for its first model. The error is the reason
+/// the file failed, in words.
+pub fn read_file(
+    path: &Path,
+    format: Option<Format>,
+    live: bool,
+    tokenizer: TokenizerChoice,
+) -> Result<Read, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("reading: {e}"))?;
+    let (format, mut transcripts, held) = match parse_bytes(&bytes, format, live)? {
+        Parsed::Transcripts {
+            format,
+            transcripts,
+            held,
+        } => (format, transcripts, held),
+        Parsed::NothingYet => return Ok(Read::NothingYet),
+        Parsed::Unrecognized => {
+            return Ok(Read::NotTranscript(format!(
+                "not a recognized transcript format (tried {})",
+                Format::ALL.map(Format::name).join(", ")
+            )));
+        }
+        Parsed::Empty(format) => {
+            return Ok(Read::NotTranscript(format!(
+                "no {} transcript in it (nothing to import)",
+                format.name()
+            )));
+        }
+    };
     // The absolute path: the same file gives the same source key from any directory.
     let shown = std::fs::canonicalize(path)
         .unwrap_or_else(|_| path.to_path_buf())

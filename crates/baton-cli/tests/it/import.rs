@@ -651,6 +651,7 @@ fn flags_and_output_modes() {
             "queued_messages",
             "redactions",
             "skipped",
+            "still_being_written",
             "subagents",
             "tool_calls",
             "up_to_date"
@@ -858,6 +859,7 @@ Here is the change to hello.py.
             (&run["messages"], &run["still_being_written"]),
             (&1.into(), &2.into())
         );
+        assert_eq!(report["totals"]["still_being_written"], 2, "{report}");
         let id = run["id"].as_str().unwrap().to_owned();
 
         age(&path);
