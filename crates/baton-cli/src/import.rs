@@ -283,7 +283,15 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         }
         let history_only = args.paths.is_empty() && history.is_some();
         if !args.quiet && !history_only {
-            print_totals(out, &totals)?;
+            // A file skipped for now is named: the user may be waiting for it.
+            let early: Vec<&FileLine> = skipped
+                .iter()
+                .filter(|f| f.reason == STILL_WRITTEN)
+                .collect();
+            for f in &early {
+                writeln!(out, "{}: skipped: {}", f.path, f.reason)?;
+            }
+            print_totals(out, &totals, early.len())?;
         }
     }
     if !failed.is_empty() {
@@ -791,7 +799,8 @@ fn describe(problems: &[Problem], messages: usize) -> String {
     parts.join(", ")
 }
 
-fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
+/// The summary line; `early` of the skipped files were skipped as still being written.
+fn print_totals(out: &mut dyn Write, t: &Totals, early: usize) -> std::io::Result<()> {
     let mut parts = vec![format!(
         "imported {} ({}, {}) from {}",
         plural(t.created, "run"),
@@ -826,8 +835,14 @@ fn print_totals(out: &mut dyn Write, t: &Totals) -> std::io::Result<()> {
             plural(t.deleted, "source")
         ));
     }
-    if t.skipped > 0 {
-        parts.push(format!("{} skipped (not transcripts)", t.skipped));
+    if t.skipped > early {
+        parts.push(format!("{} skipped (not transcripts)", t.skipped - early));
+    }
+    if early > 0 {
+        parts.push(format!(
+            "{} skipped (nothing complete yet)",
+            plural(early, "file")
+        ));
     }
     if t.failed > 0 {
         parts.push(format!("{} failed", t.failed));

@@ -77,8 +77,8 @@ pub fn unfinished(bytes: &[u8]) -> bool {
 pub enum Parsed {
     /// No reader recognizes the bytes.
     Unrecognized,
-    /// A live file with nothing complete in it yet: cut inside its first unit, or every
-    /// message still being written.
+    /// A live file with nothing complete in it yet: cut inside its first unit, holding no
+    /// message yet, or every message still being written.
     NothingYet,
     /// A file of this format that holds no transcript with a message.
     Empty(Format),
@@ -123,14 +123,16 @@ pub fn parse_bytes(bytes: &[u8], format: Option<Format>, live: bool) -> Result<P
             n - t.messages.len()
         })
         .collect();
-    let unsettled = held.iter().any(|&n| n > 0);
     let (transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
         .into_iter()
         .zip(held)
         .filter(|(t, _)| !t.messages.is_empty())
         .unzip();
+    // A live file holding no message yet is early too: its messages come after what it holds
+    // (a Codex `session_meta` line, Claude Code's `summary` or snapshot lines), or are still
+    // being written.
     if transcripts.is_empty() {
-        return Ok(if unsettled || early() {
+        return Ok(if live {
             Parsed::NothingYet
         } else {
             Parsed::Empty(format)

@@ -538,14 +538,30 @@ fn a_broken_file_stores_nothing_and_the_others_go_on() {
             "summary.jsonl",
             "{\"type\":\"summary\",\"summary\":\"x\",\"leafUuid\":\"u\"}\n",
         );
-        let none = sb.run(&[
+        let summary_args = [
             "import",
             "--format",
             "claude-code",
             summary_only.to_str().unwrap(),
-        ]);
+        ];
+        // Just written, its messages may come next: early, not failed.
+        let early = sb.run(&summary_args).ok();
+        assert!(
+            early
+                .stdout
+                .contains("summary.jsonl: skipped: nothing complete"),
+            "{}",
+            early.stdout
+        );
+        age(&summary_only);
+        let none = sb.run(&summary_args);
         assert_eq!(none.code, 1, "{}", none.stdout);
-        assert!(none.stderr.contains("summary.jsonl: "), "{}", none.stderr);
+        assert!(
+            none.stderr
+                .contains("summary.jsonl: no claude-code transcript in it"),
+            "{}",
+            none.stderr
+        );
         let missing = sb.run(&["import", "/no/such/dir"]);
         assert_eq!(missing.code, 1);
         assert!(
@@ -798,20 +814,25 @@ fn a_tree_imported_at_once_equals_its_files_imported_one_by_one() {
 }
 
 /// A file its agent is still writing that holds no complete unit yet (its first line half
-/// written, a JSON document before its end) is early, not broken: skipped,
-/// saying so, with exit 0 and nothing stored. The same bytes in a file nobody has written for
-/// an hour are broken, and fail, naming why.
+/// written, a JSON document before its end, or only the lines before its first message) is
+/// early, not broken: skipped, saying so, with exit 0 and nothing stored. The same bytes in a
+/// file nobody has written for an hour are broken or empty, and fail, naming why.
 #[test]
 fn a_file_cut_inside_its_first_unit_is_early_while_written_and_broken_once_old() {
     let line = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s-early","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hello"}}"#;
     let document =
         r#"[{"role":"user","content":"hello there"},{"role":"assistant","content":"hi"}]"#;
+    // A Codex rollout holds its `session_meta` line before any message.
+    let meta = r#"{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"s-meta","timestamp":"2026-01-01T00:00:00Z","cwd":"/w","originator":"codex_cli_rs","cli_version":"0.1.0"}}
+"#;
+    let unknown = "not a recognized transcript format";
     let cases = [
-        ("first-line.jsonl", &line[..line.len() / 2]),
-        ("document.json", &document[..document.len() - 12]),
+        ("first-line.jsonl", &line[..line.len() / 2], unknown),
+        ("document.json", &document[..document.len() - 12], unknown),
+        ("meta.jsonl", meta, "no codex transcript in it"),
     ];
     for sb in Sandbox::each() {
-        for (name, body) in cases {
+        for (name, body, old_why) in cases {
             let path = sb.file(name, body);
             let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
             ran.ok();
@@ -823,10 +844,7 @@ fn a_file_cut_inside_its_first_unit_is_early_while_written_and_broken_once_old()
             let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
             assert_eq!(ran.code, 1, "{name}: {}", ran.stderr);
             let why = report["failed"][0]["error"].as_str().unwrap();
-            assert!(
-                why.contains("not a recognized transcript format"),
-                "{name}: {why}"
-            );
+            assert!(why.contains(old_why), "{name}: {why}");
         }
         let listed = sb.run(&["--json", "runs", "list"]).ok().json();
         assert_eq!(listed["total"], 0, "{listed}");
