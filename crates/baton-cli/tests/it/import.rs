@@ -895,10 +895,8 @@ Here is the change to hello.py.
         let (_, one) = import_json(&once, &[copy.to_str().unwrap()]);
         let one_id = runs(&one)[0]["id"].as_str().unwrap().to_owned();
         let history = |sb: &Sandbox, run: &str| {
-            let h = sb.run(&["--json", "history", run]).ok().json();
-            h["messages"]
-                .as_array()
-                .unwrap()
+            let messages = sb.messages(run);
+            messages
                 .iter()
                 .map(|e| (e["role"].clone(), e["content"].clone()))
                 .collect::<Vec<_>>()

@@ -137,6 +137,12 @@ impl Sandbox {
         command(&self.db, args)
     }
 
+    /// The messages of `run`'s history (`baton history RUN --json`), which must exist.
+    pub fn messages(&self, run: &str) -> Vec<serde_json::Value> {
+        let history = self.run(&["--json", "history", run]).ok().json();
+        history["messages"].as_array().unwrap().clone()
+    }
+
     pub fn run(&self, args: &[&str]) -> Ran {
         self.run_with_stdin(args, "")
     }

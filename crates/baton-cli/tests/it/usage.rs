@@ -257,10 +257,8 @@ fn a_live_session_imported_part_by_part_ends_as_one_import_of_the_whole() {
             .json();
         let one_run = one["runs"][0]["id"].as_str().unwrap().to_owned();
         let history = |sb: &Sandbox, run: &str| {
-            let h = sb.run(&["--json", "history", run]).ok().json();
-            h["messages"]
-                .as_array()
-                .unwrap()
+            let messages = sb.messages(run);
+            messages
                 .iter()
                 .map(|e| {
                     let (seq, role) = (e["seq"].clone(), e["role"].clone());
