@@ -133,8 +133,8 @@ pub struct ImportedUsage {
     pub record: UsageRecord,
     /// The index in [`Transcript::messages`] of the assistant message holding the response,
     /// or `None` when the response is not one of the transcript's messages (a branch the
-    /// user abandoned by editing an earlier message was still paid for; a response still
-    /// being written, left out by [`Transcript::settle`]).
+    /// user abandoned by editing an earlier message was still paid for). After
+    /// [`Transcript::settle`] it may be past the last message: a response still being written.
     pub message: Option<usize>,
 }
 
@@ -238,18 +238,13 @@ impl Transcript {
     ///
     /// Usage is kept whole: a response still streaming was paid for as far as it went, so a
     /// report on a live session counts it as ccusage does, and the store keeps the larger
-    /// copy when the finished response comes. Its record no longer points at a message
-    /// (`message: None`, as for a response off the transcript) until then.
+    /// copy when the finished response comes. Its record still names the message it will be,
+    /// now past the settled ones ([`ImportedUsage::message`]).
     pub fn settle(&mut self) {
         let n = self.settled.min(self.messages.len());
         self.messages.truncate(n);
         self.compactions
             .retain(|c| c.after_messages < n || (c.after_messages == n && c.summary.is_some()));
-        for u in &mut self.usage {
-            if u.message.is_some_and(|m| m >= n) {
-                u.message = None;
-            }
-        }
         self.settled = n;
     }
 

@@ -854,13 +854,14 @@ pub(crate) async fn store<B: Backend>(
                         None => create(tx, &tenant, import, prepared, now).await?,
                     },
                 };
-                // A response's usage is kept once its message is stored: all of them, unless
-                // the source grew and was not extended.
+                // A response's usage is kept once its message is stored, and a live file's
+                // response still streaming with them: all of them, unless the source grew and
+                // was not extended (then none of its new responses, streaming or not).
                 let kept = match &outcome {
                     Imported::Grown { new, .. } => {
                         (import.entries().len() as u64).saturating_sub(*new)
                     }
-                    _ => import.entries().len() as u64,
+                    _ => u64::MAX,
                 };
                 tx.insert_usage(&tenant, pk, &import.usage, kept).await?;
                 if outcome.run().is_some()

@@ -6,8 +6,9 @@
 //! file, a live file imported again), so a report counts each response once whatever files,
 //! and in whatever order, it was read from. A record is kept once the message it belongs to is
 //! stored ([`ImportUsage::kept`]): a source that grew but was not extended adds none of its
-//! new responses. A record without a message (a response still streaming in a live file, or
-//! one off the transcript) is kept at once.
+//! new responses. A response still streaming in a live file, past the messages the import
+//! stores, is counted at once with the run that holds the rest (as ccusage counts it), and
+//! its larger finished copy replaces it later.
 //!
 //! [`UsageStore::usage`] reads them back with the session, project and agent each belongs to,
 //! which is what `baton report usage` groups by.
@@ -35,7 +36,9 @@ pub struct ImportUsage {
 }
 
 impl ImportUsage {
-    /// The records to keep once the run holds the transcript's first `stored` messages.
+    /// The records to keep once the run holds the transcript's first `stored` messages: those
+    /// of responses among them or off the transcript. `u64::MAX` keeps every record: the run
+    /// holds all the import brought, and a response still streaming past it counts too.
     pub fn kept(&self, stored: u64) -> impl Iterator<Item = &UsageRecord> {
         self.records
             .iter()

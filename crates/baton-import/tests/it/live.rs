@@ -37,8 +37,19 @@ fn settled(ts: Vec<Transcript>) -> Vec<Settled> {
         .collect()
 }
 
+/// The usage records of settled messages: final, as the whole file has them.
 fn linked(t: &Transcript) -> impl Iterator<Item = &ImportedUsage> {
-    t.usage.iter().filter(|u| u.message.is_some())
+    t.usage
+        .iter()
+        .filter(|u| u.message.is_some_and(|m| m < t.messages.len()))
+}
+
+/// The usage records of responses still streaming, past the settled messages: counted now,
+/// and replaced by the whole file's larger copy.
+fn streaming(t: &Transcript) -> impl Iterator<Item = &ImportedUsage> {
+    t.usage
+        .iter()
+        .filter(|u| u.message.is_some_and(|m| m >= t.messages.len()))
 }
 
 /// Why `cut`'s settled state is not a prefix of `full`'s, if it is not.
@@ -76,6 +87,17 @@ fn prefix_of(cut: &[Settled], full: &[Settled]) -> Option<String> {
         if let Some(u) = linked(a).find(|u| !linked(b).any(|w| w == *u)) {
             return Some(format!(
                 "{:?}: usage record {} differs in the whole file",
+                c.id, u.record.id
+            ));
+        }
+        let total = |u: &ImportedUsage| u.record.usage.total();
+        if let Some(u) = streaming(a).find(|u| {
+            !b.usage
+                .iter()
+                .any(|w| w.record.id == u.record.id && total(w) >= total(u))
+        }) {
+            return Some(format!(
+                "{:?}: streaming usage record {} has no larger copy in the whole file",
                 c.id, u.record.id
             ));
         }

@@ -787,8 +787,9 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
         estimated: true,
         project: None,
     };
-    // Session a: responses r1 (message 1) and r2 (message 3, read mid-stream), and r0 of no
-    // message (an abandoned branch).
+    // Session a: responses r1 (message 1) and r2 (message 3, read mid-stream), r0 of no
+    // message (an abandoned branch), and r9 still streaming past the four messages the
+    // import holds (a live file's, counted at once).
     let a = with_usage(
         import_of("a", session(0), vec![]),
         "p1",
@@ -796,6 +797,7 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
             usage_of("r1", 10, Some(1)),
             usage_of("r2", 5, Some(3)),
             usage_of("r0", 7, None),
+            usage_of("r9", 3, Some(4)),
         ],
     );
     let run_a = created(import_one(&*store, &t, a, Reimport::No).await);
@@ -811,10 +813,15 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
     let mut first_b = b();
     first_b.usage.records.pop();
     let _ = created(import_one(&*store, &t, first_b, Reimport::No).await);
+    // Grown by r3's message, with r8 streaming after it.
     let grown = with_usage(
         import_of("b", session(1), vec![]),
         "p2",
-        vec![usage_of("r2", 40, Some(3)), usage_of("r3", 9, Some(4))],
+        vec![
+            usage_of("r2", 40, Some(3)),
+            usage_of("r3", 9, Some(4)),
+            usage_of("r8", 4, Some(5)),
+        ],
     );
     assert!(matches!(
         import_one(&*store, &t, grown.clone(), Reimport::No).await,
@@ -825,14 +832,20 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
     got.sort();
     assert_eq!(
         got,
-        [("r0".into(), 7), ("r1".into(), 10), ("r2".into(), 40)],
-        "the larger copy of r2; r3's message is not stored"
+        [
+            ("r0".into(), 7),
+            ("r1".into(), 10),
+            ("r2".into(), 40),
+            ("r9".into(), 3)
+        ],
+        "the larger copy of r2; r3's message is not stored, so neither r3 nor r8 after it"
     );
     // r2 stays with the run that first brought it, and its session.
     let r2 = rows.iter().find(|u| u.record.id == "r2").unwrap();
     assert_eq!((&r2.run, r2.session.as_str()), (&run_a, "a"));
     assert_eq!(r2.record.usage.cache_write_1h, 50);
-    // Extended: r3 is kept. The smaller copy of r2 again changes nothing.
+    // Extended: r3 is kept, and r8 streaming after it. The smaller copy of r2 again changes
+    // nothing.
     assert!(matches!(
         import_one(&*store, &t, grown, Reimport::AppendNew).await,
         Imported::Extended { .. }
@@ -854,7 +867,9 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
             ("r0".into(), 7),
             ("r1".into(), 10),
             ("r2".into(), 40),
-            ("r3".into(), 9)
+            ("r3".into(), 9),
+            ("r8".into(), 4),
+            ("r9".into(), 3)
         ]
     );
     // Filters: a project; estimates only when asked for.
@@ -862,18 +877,17 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
         estimated: true,
         project: Some("p2".into()),
     };
-    assert_eq!(
-        outputs(&store.usage(&t, &p2).await.unwrap()),
-        [("r3".into(), 9)]
-    );
+    let mut in_p2 = outputs(&store.usage(&t, &p2).await.unwrap());
+    in_p2.sort();
+    assert_eq!(in_p2, [("r3".into(), 9), ("r8".into(), 4)]);
     let mut estimate = usage_of("e1", 11, Some(0));
     estimate.0.estimated = true;
     let c = with_usage(import_of("c", session(0), vec![]), "p1", vec![estimate]);
     let _ = created(import_one(&*store, &t, c, Reimport::No).await);
     let measured = UsageQuery::default();
-    assert_eq!(store.usage(&t, &measured).await.unwrap().len(), 4);
+    assert_eq!(store.usage(&t, &measured).await.unwrap().len(), 6);
     let rows = store.usage(&t, &all).await.unwrap();
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len(), 7);
     assert!(
         rows.iter()
             .any(|u| u.record.id == "e1" && u.record.estimated)
@@ -902,7 +916,7 @@ pub async fn usage_is_kept_once_per_response_the_larger_copy(h: &dyn Harness) {
             .await
             .is_err()
     );
-    assert_eq!(store.usage(&t, &all).await.unwrap().len(), 5);
+    assert_eq!(store.usage(&t, &all).await.unwrap().len(), 7);
 }
 
 pub async fn a_sessions_file_replaces_its_untouched_stand_in_in_the_same_import(h: &dyn Harness) {

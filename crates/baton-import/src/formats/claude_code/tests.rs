@@ -421,10 +421,10 @@ fn settle_keeps_what_cannot_change() {
     assert_eq!((t.messages.len(), t.settled, t.usage.len()), (2, 1, 1));
     t.settle();
     assert_eq!(shape(&t), ["user:go"]);
-    // The open response was paid for as far as it went: its usage stays, off the transcript
-    // until its message is settled.
+    // The open response was paid for as far as it went: its usage stays, naming the message
+    // it will be once settled.
     assert_eq!(t.usage.len(), 1);
-    assert_eq!(t.usage[0].message, None);
+    assert_eq!(t.usage[0].message, Some(1));
 }
 
 // issue 17: a queued message never reached the run.
