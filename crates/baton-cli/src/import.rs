@@ -178,13 +178,23 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
             anyhow::bail!("import: the read-ahead ended before {shown}");
         };
         match read {
-            Ok(Read::Skipped(reason)) => skipped.push(FileLine {
-                path: shown,
-                reason,
-            }),
-            Ok(Read::File(format, transcripts, imports, counts)) => {
+            Ok(Read::Skipped { reason, held }) => {
+                totals.still_being_written += held;
+                skipped.push(FileLine {
+                    path: shown,
+                    reason,
+                });
+            }
+            Ok(Read::File {
+                format,
+                transcripts,
+                imports,
+                counts,
+                held_without_run,
+            }) => {
                 match env.store.import(&env.tenant, imports, reimport).await {
                     Ok(outcomes) => {
+                        totals.still_being_written += held_without_run;
                         let lines: Vec<RunLine> = transcripts
                             .iter()
                             .zip(&outcomes)
@@ -251,7 +261,10 @@ pub async fn run(env: &Env, args: ImportArgs, out: &mut dyn Write) -> anyhow::Re
         if matches!(line.status, "created" | "extended") {
             totals.queued_messages += line.queued_messages;
         }
-        totals.still_being_written += line.still_being_written;
+        // A deleted run's source stores nothing, now or later.
+        if line.status != "deleted" {
+            totals.still_being_written += line.still_being_written;
+        }
         match line.status {
             "created" => totals.created += 1,
             "up_to_date" => totals.up_to_date += 1,
@@ -498,11 +511,28 @@ fn collect(paths: &[PathBuf], failed: &mut Vec<FileLine>) -> Vec<Source> {
 }
 
 enum Read {
-    /// A walked file that is not a transcript.
-    Skipped(String),
-    /// A file's format, transcripts, the imports made of them, and each one's redactions and
-    /// messages left for a later import.
-    File(Format, Vec<Transcript>, Vec<NewImport>, Vec<(usize, usize)>),
+    /// A file passed over, and why: a walked file that is not a transcript, or a live file with
+    /// nothing complete in it yet (`held` messages read and left for a later import).
+    Skipped { reason: String, held: usize },
+    /// A file's transcripts and what to import of them.
+    File {
+        format: Format,
+        transcripts: Vec<Transcript>,
+        imports: Vec<NewImport>,
+        /// Each transcript's redactions and messages left for a later import.
+        counts: Vec<(usize, usize)>,
+        /// Messages left for a later import in transcripts that make no run yet.
+        held_without_run: usize,
+    },
+}
+
+impl Read {
+    fn skipped(reason: impl Into<String>) -> Read {
+        Read::Skipped {
+            reason: reason.into(),
+            held: 0,
+        }
+    }
 }
 
 /// Reads, detects, parses, redacts and counts one file (each transcript with the counter
@@ -517,14 +547,20 @@ fn read(
     let live = is_live(&source.path);
     let bytes = std::fs::read(&source.path).map_err(|e| format!("reading: {e}"))?;
     // Of a live file, only what can no longer change; the rest comes with a later import.
-    let (format, mut transcripts, held) =
+    let (format, mut transcripts, held, held_without_run) =
         match baton_watch::parse_bytes(&bytes, format_of(format), live)? {
             Parsed::Transcripts {
                 format,
                 transcripts,
                 held,
-            } => (format, transcripts, held),
-            Parsed::NothingYet => return Ok(Read::Skipped(STILL_WRITTEN.into())),
+                held_without_run,
+            } => (format, transcripts, held, held_without_run),
+            Parsed::NothingYet { held } => {
+                return Ok(Read::Skipped {
+                    reason: STILL_WRITTEN.into(),
+                    held,
+                });
+            }
             Parsed::Unrecognized if source.named => {
                 return Err(format!(
                     "not a recognized transcript format (tried {}); name one with --format",
@@ -532,14 +568,14 @@ fn read(
                 ));
             }
             Parsed::Unrecognized => {
-                return Ok(Read::Skipped("not a recognized transcript format".into()));
+                return Ok(Read::skipped("not a recognized transcript format"));
             }
             Parsed::Empty(format) => {
                 let reason = format!("no {} transcript in it (nothing to import)", format.name());
                 if source.named {
                     return Err(reason);
                 }
-                return Ok(Read::Skipped(reason));
+                return Ok(Read::skipped(reason));
             }
         };
     if run.is_some() && transcripts.len() != 1 {
@@ -590,7 +626,13 @@ fn read(
         .into_iter()
         .unzip();
     let counts = counts.into_iter().zip(held).collect();
-    Ok(Read::File(format, transcripts, imports, counts))
+    Ok(Read::File {
+        format,
+        transcripts,
+        imports,
+        counts,
+        held_without_run,
+    })
 }
 
 /// Why a file being written is skipped for now.

@@ -78,8 +78,11 @@ pub enum Parsed {
     /// No reader recognizes the bytes.
     Unrecognized,
     /// A live file with nothing complete in it yet: cut inside its first unit, holding no
-    /// message yet, or every message still being written.
-    NothingYet,
+    /// message yet, or every message still being written (`held` of them).
+    NothingYet {
+        /// Messages read but left for a later read.
+        held: usize,
+    },
     /// A file of this format that holds no transcript with a message.
     Empty(Format),
     /// The transcripts that hold a message, each cut to its settled part when the file is
@@ -91,6 +94,9 @@ pub enum Parsed {
         transcripts: Vec<Transcript>,
         /// Messages of each left for a later read (0 unless the file is live).
         held: Vec<usize>,
+        /// Messages left for a later read in transcripts dropped for holding no settled
+        /// message yet (they make no run until they do).
+        held_without_run: usize,
     },
 }
 
@@ -101,16 +107,17 @@ pub enum Parsed {
 /// read brings its message). The error is the reader's, in words.
 pub fn parse_bytes(bytes: &[u8], format: Option<Format>, live: bool) -> Result<Parsed, String> {
     let early = || live && unfinished(bytes);
+    let nothing_yet = Parsed::NothingYet { held: 0 };
     let Some(format) = format.or_else(|| baton_import::detect(bytes)) else {
         return Ok(if early() {
-            Parsed::NothingYet
+            nothing_yet
         } else {
             Parsed::Unrecognized
         });
     };
     let mut transcripts = match baton_import::parse(format, bytes) {
         Ok(transcripts) => transcripts,
-        Err(_) if early() => return Ok(Parsed::NothingYet),
+        Err(_) if early() => return Ok(nothing_yet),
         Err(e) => return Err(e.to_string()),
     };
     let held: Vec<usize> = transcripts
@@ -123,17 +130,28 @@ pub fn parse_bytes(bytes: &[u8], format: Option<Format>, live: bool) -> Result<P
             n - t.messages.len()
         })
         .collect();
+    let held_without_run: usize = transcripts
+        .iter()
+        .zip(&held)
+        .filter(|(t, _)| t.messages.is_empty())
+        .map(|(_, n)| n)
+        .sum();
     let (transcripts, held): (Vec<Transcript>, Vec<usize>) = transcripts
         .into_iter()
         .zip(held)
         .filter(|(t, _)| !t.messages.is_empty())
         .unzip();
-    // A live file holding no message yet is early too: its messages come after what it holds
-    // (a Codex `session_meta` line, Claude Code's `summary` or snapshot lines), or are still
-    // being written.
     if transcripts.is_empty() {
-        return Ok(if live {
-            Parsed::NothingYet
+        // A live file of a format written line by line, holding no message yet, is early
+        // too: its messages come after what it holds (a Codex `session_meta` line, Claude
+        // Code's `summary` or snapshot lines). Not so for bytes another reader would take (a
+        // wrong `--format`), nor for a whole JSON document: it fails as holding no transcript.
+        let appended = matches!(format, Format::ClaudeCode | Format::Codex | Format::Aider)
+            && baton_import::detect(bytes) == Some(format);
+        return Ok(if held_without_run > 0 || early() || (live && appended) {
+            Parsed::NothingYet {
+                held: held_without_run,
+            }
         } else {
             Parsed::Empty(format)
         });
@@ -142,6 +160,7 @@ pub fn parse_bytes(bytes: &[u8], format: Option<Format>, live: bool) -> Result<P
         format,
         transcripts,
         held,
+        held_without_run,
     })
 }
 
@@ -160,8 +179,9 @@ pub fn read_file(
             format,
             transcripts,
             held,
+            ..
         } => (format, transcripts, held),
-        Parsed::NothingYet => return Ok(Read::NothingYet),
+        Parsed::NothingYet { .. } => return Ok(Read::NothingYet),
         Parsed::Unrecognized => {
             return Ok(Read::NotTranscript(format!(
                 "not a recognized transcript format (tried {})",

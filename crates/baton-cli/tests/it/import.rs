@@ -846,6 +846,18 @@ fn a_file_cut_inside_its_first_unit_is_early_while_written_and_broken_once_old()
             let why = report["failed"][0]["error"].as_str().unwrap();
             assert!(why.contains(old_why), "{name}: {why}");
         }
+        // A wrong --format on a file just written is no early file: the bytes are another
+        // reader's, and the import fails, naming why.
+        let codex = sb.file("codex.jsonl", meta);
+        let wrong = sb.run(&["import", "--format", "claude-code", codex.to_str().unwrap()]);
+        assert_eq!(wrong.code, 1, "{}", wrong.stdout);
+        assert!(
+            wrong
+                .stderr
+                .contains("codex.jsonl: no claude-code transcript in it"),
+            "{}",
+            wrong.stderr
+        );
         let listed = sb.run(&["--json", "runs", "list"]).ok().json();
         assert_eq!(listed["total"], 0, "{listed}");
     }

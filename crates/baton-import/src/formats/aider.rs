@@ -550,6 +550,36 @@ Done.
 
 > Applied edit to test_b.py  
 ";
+        assert_every_cut_settles_to_a_prefix(md);
+        // A website example: its `<div>` wrappers are no line of the chat, so a prompt goes on
+        // past one (and one does not close it).
+        assert_every_cut_settles_to_a_prefix(
+            "\
+---
+parent: Example chat transcripts
+---
+
+# Hello aider!
+
+<div class=\"chat-transcript\" markdown=\"1\">
+
+#### change hello  
+</div>
+#### to goodbye  
+
+Here is the change.
+
+> Applied edit to hello.py  
+
+#### thanks  
+</div>
+",
+        );
+    }
+
+    /// Cuts `md` at every character and checks each settled session against the whole
+    /// file's parse (see `every_cut_settles_to_a_prefix_of_the_whole_file`).
+    fn assert_every_cut_settles_to_a_prefix(md: &str) {
         let whole = parse(md.as_bytes()).unwrap();
         let mut checked = 0;
         for cut in (1..md.len()).filter(|&c| md.is_char_boundary(c)) {
