@@ -918,3 +918,60 @@ Here is the change to hello.py.
         assert_eq!(history(&sb, &id), whole);
     }
 }
+
+/// A Codex rollout written before the `{timestamp, type, payload}` envelope (Codex CLI of mid
+/// 2025; such files stay in `~/.codex/sessions`) is found by content and imported like a current
+/// one: its messages and tool pair stored, its header's session id, start and working
+/// directory on the run; a second import finds it up to date.
+#[test]
+fn a_codex_rollout_from_before_the_envelope_imports_like_a_current_one() {
+    let rollout = [
+        r#"{"id":"0197c1d2-legacy","timestamp":"2025-07-01T10:00:00.000Z","instructions":null,"git":{"branch":"main"}}"#,
+        r#"{"record_type":"state"}"#,
+        r#"{"type":"message","id":null,"role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/home/u/app</cwd>\n</environment_context>"}]}"#,
+        r#"{"type":"message","id":null,"role":"user","content":[{"type":"input_text","text":"run the tests and fix what fails"}]}"#,
+        r#"{"record_type":"state"}"#,
+        r#"{"type":"function_call","id":"fc_1","name":"shell","arguments":"{\"command\":[\"cargo\",\"test\"]}","call_id":"call_1"}"#,
+        r#"{"type":"function_call_output","call_id":"call_1","output":"{\"output\":\"test result: ok\",\"metadata\":{\"exit_code\":0}}"}"#,
+        r#"{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"All tests pass."}]}"#,
+    ]
+    .join("\n")
+        + "\n";
+    for sb in Sandbox::each() {
+        let path = sb.file(
+            "rollout-2025-07-01T10-00-00-0197c1d2-legacy.jsonl",
+            &rollout,
+        );
+        age(&path);
+        let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        let run = &runs(&report)[0];
+        assert_eq!(
+            (&run["status"], &run["format"], &run["messages"]),
+            (&"created".into(), &"codex".into(), &5.into()),
+            "{report}"
+        );
+        let id = run["id"].as_str().unwrap().to_owned();
+        let roles: Vec<Value> = sb.messages(&id).iter().map(|m| m["role"].clone()).collect();
+        assert_eq!(roles, ["user", "user", "assistant", "tool", "assistant"]);
+
+        let listed = sb.run(&["runs", "list", "--format", "json"]).ok().json();
+        let listed = &listed["runs"][0];
+        assert_eq!(
+            listed["title"], "run the tests and fix what fails",
+            "{listed}"
+        );
+        assert_eq!(listed["agent"], "codex", "{listed}");
+        assert_eq!(listed["project"], "/home/u/app", "{listed}");
+        assert!(
+            listed["first_activity"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("2025-07-01")),
+            "{listed}"
+        );
+
+        let (ran, again) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        assert_eq!(runs(&again)[0]["status"], "up_to_date", "{again}");
+    }
+}

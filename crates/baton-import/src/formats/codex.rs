@@ -35,7 +35,8 @@
 //!   totals (written again when only rate limits changed) is no record. Its
 //!   [`baton_core::usage::UsageRecord::id`] is `codex:<session id>:<cumulative total tokens>`,
 //!   its model the turn's, its message the last assistant message.
-//! - **Metadata.** `project` is `session_meta.payload.cwd` (else the first `turn_context`'s),
+//! - **Metadata.** `project` is `session_meta.payload.cwd` (else the first `turn_context`'s,
+//!   else the `<cwd>` of the `<environment_context>` block),
 //!   `agent_version` its `cli_version`, `title` the first user message that is not the
 //!   environment or instruction block Codex sends first (`<environment_context>`,
 //!   `# AGENTS.md …`; Codex Desktop's `# Files mentioned by the user:` preamble is cut at
@@ -51,6 +52,23 @@
 //! A line that is not a JSON object is an error naming the line, except a last line with no
 //! terminating newline (a line still being written), which is dropped and counted.
 //! A file without messages yields no transcript.
+//!
+//! # Rollouts written before the envelope
+//!
+//! Codex CLI of mid 2025 wrote the same items without the `{timestamp, type, payload}`
+//! envelope, and such files stay in `~/.codex/sessions` for as long as the user keeps them:
+//! line 1 is a bare header (`{"id", "timestamp", "instructions", "git"…}`), then
+//! `{"record_type": "state"}` markers and response items at the top level
+//! (`{"type": "message", "role": "user", …}`), with no timestamp of their own and no events.
+//! They are read as the envelope's lines would be: the header as `session_meta` (its `cwd`,
+//! `cli_version` and `model` when it has them; the project, when the header has no `cwd`, from
+//! the `<cwd>` of the environment block Codex sends first), a line with a `type` and no
+//! `payload` as a
+//! `response_item`, a `record_type` marker as passed over. With no per-item timestamps, the
+//! first message takes the header's (the session's start, the only time such a file records),
+//! and the rest have none; with no `token_count` events there is no usage, and an assistant
+//! message ends only at the next user message or tool output, so in a file still being written
+//! the last one is held back.
 
 use baton_core::usage::{Usage, UsageRecord};
 use baton_core::{ContentBlock, MediaSource, Message, Role, Timestamp};
@@ -70,20 +88,41 @@ const KNOWN_TYPES: [&str; 5] = [
 /// How many leading non-empty lines [`sniff`] looks at.
 const SNIFF_LINES: usize = 5;
 
+/// Keys only the bare header of a rollout written before the envelope has, beside its `id` and
+/// `timestamp`.
+const LEGACY_HEADER_KEYS: [&str; 3] = ["instructions", "originator", "cli_version"];
+
 /// Whether `bytes` look like a Codex rollout: one of the first non-empty lines is a JSON object
-/// with a known `type` and an object `payload`.
+/// with a known `type` and an object `payload`, or the file starts as a rollout written before
+/// the envelope does (a bare header, then `record_type` markers).
 pub fn sniff(bytes: &[u8]) -> bool {
-    bytes
+    let objects: Vec<Map<String, Value>> = bytes
         .split(|b| *b == b'\n')
         .filter(|l| !l.trim_ascii().is_empty())
         .take(SNIFF_LINES)
         .filter_map(|l| serde_json::from_slice::<Map<String, Value>>(l).ok())
-        .any(|obj| {
-            obj.get("type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| KNOWN_TYPES.contains(&t))
-                && obj.get("payload").is_some_and(Value::is_object)
-        })
+        .collect();
+    let enveloped = objects.iter().any(|obj| {
+        obj.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| KNOWN_TYPES.contains(&t))
+            && obj.get("payload").is_some_and(Value::is_object)
+    });
+    let legacy = objects.first().is_some_and(|first| {
+        is_legacy_header(first)
+            && (LEGACY_HEADER_KEYS.iter().any(|k| first.contains_key(*k))
+                || objects[1..].iter().any(|o| o.contains_key("record_type")))
+    });
+    enveloped || legacy
+}
+
+/// Whether `obj` has the shape of the header line of a rollout written before the envelope: a
+/// string `id` and `timestamp`, and neither `type` nor `payload`.
+fn is_legacy_header(obj: &Map<String, Value>) -> bool {
+    obj.get("id").is_some_and(Value::is_string)
+        && obj.get("timestamp").is_some_and(Value::is_string)
+        && !obj.contains_key("type")
+        && !obj.contains_key("payload")
 }
 
 /// One line with a JSON object.
@@ -103,6 +142,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         model: None,
         user_texts: Vec::new(),
         last_total: None,
+        start: None,
     };
     b.t.skipped.non_message_lines = usize::from(truncated);
     for line in &lines {
@@ -117,6 +157,13 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
                 }
                 if b.t.agent_version.is_none() {
                     b.t.agent_version = str_of(p, "cli_version").map(str::to_owned);
+                }
+                if let Some(model) = str_of(p, "model") {
+                    b.t.saw_model(model);
+                    b.model = Some(model.to_owned());
+                }
+                if b.start.is_none() {
+                    b.start.clone_from(&line.timestamp);
                 }
                 false
             }
@@ -155,6 +202,19 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     }
     let n = b.t.messages.len();
     b.t.settled = if b.open_assistant { n - 1 } else { n };
+    if b.t.project.is_none() {
+        // A rollout written before the envelope names its directory only in the environment
+        // block Codex sends first.
+        b.t.project = b.t.messages.iter().find_map(|m| {
+            let text = m.message.plain_text();
+            let (_, rest) = text
+                .split_once("<environment_context>")?
+                .1
+                .split_once("<cwd>")?;
+            let (cwd, _) = rest.split_once("</cwd>")?;
+            Some(cwd.trim().to_owned()).filter(|cwd| !cwd.is_empty())
+        });
+    }
     b.t.title =
         b.t.messages
             .iter()
@@ -196,12 +256,20 @@ fn read_lines(bytes: &[u8]) -> Result<(Vec<Line>, bool), Error> {
             }
             Err(e) => return Err(Error::at(no, format!("invalid JSON: {e}"))),
         };
-        let kind = str_of(&obj, "type").unwrap_or("").to_owned();
         let timestamp = str_of(&obj, "timestamp").map(str::to_owned);
-        let payload = match obj.remove("payload") {
-            Some(Value::Object(p)) => p,
-            None | Some(Value::Null) => Map::new(),
-            Some(_) => return Err(Error::at(no, "\"payload\" is not an object")),
+        let kind = str_of(&obj, "type").map(str::to_owned);
+        let (kind, payload) = match (obj.remove("payload"), kind) {
+            (Some(Value::Object(p)), kind) => (kind.unwrap_or_default(), p),
+            (None | Some(Value::Null), Some(kind)) if KNOWN_TYPES.contains(&kind.as_str()) => {
+                (kind, Map::new())
+            }
+            (Some(Value::Null), _) => (String::new(), Map::new()),
+            (Some(_), _) => return Err(Error::at(no, "\"payload\" is not an object")),
+            // Written before the envelope: a bare item, a state marker, or the header.
+            (None, Some(_)) => ("response_item".to_owned(), obj),
+            (None, None) if obj.contains_key("record_type") => (String::new(), Map::new()),
+            (None, None) if is_legacy_header(&obj) => ("session_meta".to_owned(), obj),
+            (None, None) => (String::new(), Map::new()),
         };
         out.push(Line {
             no,
@@ -223,6 +291,8 @@ struct Builder {
     user_texts: Vec<String>,
     /// The session's cumulative token usage at the last `token_count` event.
     last_total: Option<Value>,
+    /// The `session_meta` line's timestamp: the first message's, when its line has none.
+    start: Option<String>,
 }
 
 impl Builder {
@@ -231,9 +301,13 @@ impl Builder {
             .then(|| self.model.clone())
             .flatten();
         self.open_assistant = message.role == Role::Assistant;
+        let timestamp = match &line.timestamp {
+            None if self.t.messages.is_empty() => self.start.clone(),
+            stamped => stamped.clone(),
+        };
         self.t.messages.push(ImportedMessage {
             message,
-            timestamp: line.timestamp.clone(),
+            timestamp,
             model,
             line: Some(line.no),
         });
@@ -877,6 +951,92 @@ mod tests {
         assert_eq!(parse(b"").unwrap(), Vec::new());
     }
 
+    /// A rollout as Codex CLI wrote it before the envelope (mid 2025): a bare header, state
+    /// markers, bare items with no timestamps.
+    fn legacy() -> Vec<Value> {
+        let say = |role: &str, part: &str, text: &str| {
+            json!({"type": "message", "id": null, "role": role,
+                   "content": [{"type": part, "text": text}]})
+        };
+        vec![
+            json!({"id": "5f0c2d1e", "timestamp": "2025-07-01T10:00:00.000Z",
+                   "instructions": null, "git": {"branch": "main"}}),
+            json!({"record_type": "state"}),
+            say(
+                "user",
+                "input_text",
+                "<environment_context>\n  <cwd>/home/u/app</cwd>\n</environment_context>",
+            ),
+            say("user", "input_text", "fix the failing test"),
+            json!({"record_type": "state"}),
+            json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB",
+                   "summary": [{"type": "summary_text", "text": "**Running tests**"}]}),
+            json!({"type": "function_call", "id": "fc_1", "name": "shell", "call_id": "call_1",
+                   "arguments": "{\"command\":[\"cargo\",\"test\"]}"}),
+            json!({"type": "function_call_output", "call_id": "call_1",
+                   "output": "{\"output\":\"1 failed\",\"metadata\":{\"exit_code\":101}}"}),
+            say("assistant", "output_text", "fixed"),
+            say("user", "input_text", "thanks"),
+        ]
+    }
+
+    #[test]
+    fn a_rollout_written_before_the_envelope_reads_like_one_inside_it() {
+        let bytes = jsonl(&legacy());
+        assert!(sniff(&bytes));
+        assert_eq!(crate::detect(&bytes), Some(crate::Format::Codex));
+        let t = one(&legacy());
+        use Role::*;
+        let roles: Vec<Role> = t.messages.iter().map(|m| m.message.role).collect();
+        assert_eq!(roles, [User, User, Assistant, Tool, Assistant, User]);
+        assert!(matches!(
+            &t.messages[2].message.content[..],
+            [
+                ContentBlock::Thinking { .. },
+                ContentBlock::RedactedThinking { .. },
+                ContentBlock::ToolUse { id, name, .. },
+            ] if id == "call_1" && name == "shell"
+        ));
+        assert!(matches!(
+            &t.messages[3].message.content[..],
+            [ContentBlock::ToolResult { tool_use_id, .. }] if tool_use_id == "call_1"
+        ));
+        assert_eq!(t.source_session_id.as_deref(), Some("5f0c2d1e"));
+        assert_eq!(t.project.as_deref(), Some("/home/u/app"));
+        assert_eq!(t.title.as_deref(), Some("fix the failing test"));
+        // The header's time is the session's start; the items record none of their own.
+        let stamps: Vec<Option<&str>> = t.messages.iter().map(|m| m.timestamp.as_deref()).collect();
+        assert_eq!(stamps[0], Some("2025-07-01T10:00:00.000Z"));
+        assert!(stamps[1..].iter().all(Option::is_none));
+        assert_eq!(t.skipped.non_message_lines, 3);
+        assert!(t.usage.is_empty());
+        assert_eq!(t.settled, t.messages.len());
+    }
+
+    #[test]
+    fn a_rollout_before_the_envelope_settles_to_a_prefix_at_every_line() {
+        let lines = legacy();
+        let whole = one(&lines);
+        // The header alone is a rollout that holds no message yet.
+        assert!(sniff(&jsonl(&lines[..1])));
+        assert_eq!(parse(&jsonl(&lines[..1])).unwrap(), Vec::new());
+        let mut settled = Vec::new();
+        for n in 2..=lines.len() {
+            let Some(t) = parse(&jsonl(&lines[..n])).unwrap().pop() else {
+                settled.push(0);
+                continue;
+            };
+            assert_eq!(
+                t.messages[..t.settled],
+                whole.messages[..t.settled],
+                "cut at {n}"
+            );
+            settled.push(t.settled);
+        }
+        // The assistant's items stay open until the tool output or the next user message.
+        assert_eq!(settled, [0, 1, 2, 2, 2, 2, 4, 4, 6]);
+    }
+
     #[test]
     fn sniffs_by_content() {
         assert!(sniff(&jsonl(&[line("session_meta", json!({"id": "x"}))])));
@@ -885,5 +1045,10 @@ mod tests {
         ));
         assert!(!sniff(br#"{"type":"session_meta"}"#));
         assert!(!sniff(b"[]"));
+        // A bare header needs a key only Codex writes there, or a state marker after it.
+        assert!(!sniff(br#"{"id":"x","timestamp":"2025-07-01T10:00:00Z"}"#));
+        assert!(sniff(
+            b"{\"id\":\"x\",\"timestamp\":\"2025-07-01T10:00:00Z\"}\n{\"record_type\":\"state\"}\n"
+        ));
     }
 }
