@@ -975,3 +975,70 @@ fn a_codex_rollout_from_before_the_envelope_imports_like_a_current_one() {
         assert_eq!(runs(&again)[0]["status"], "up_to_date", "{again}");
     }
 }
+
+/// What `claude -p --output-format stream-json --verbose` prints (saved from a CI run, say) is
+/// read as the session it stands for, not as one message with the rest taken for abandoned
+/// branches: every message is stored, the subagent becomes its own run linked to its parent,
+/// and the usage of each response is kept once.
+#[test]
+fn claude_code_stream_json_output_imports_as_its_session_and_subagent() {
+    let said = |id: &str, content: &str, output: u64| {
+        format!(
+            r#"{{"model":"claude-sonnet-4-5-20250929","id":"{id}","type":"message","role":"assistant","content":{content},"stop_reason":null,"usage":{{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":{output}}}}}"#
+        )
+    };
+    let line = |kind: &str, uuid: &str, parent: &str, message: &str| {
+        format!(
+            r#"{{"type":"{kind}","message":{message},"parent_tool_use_id":{parent},"session_id":"sj-cli","uuid":"{uuid}"}}"#
+        )
+    };
+    let task = r#"[{"type":"tool_use","id":"toolu_t","name":"Task","input":{"description":"d","prompt":"count the files"}}]"#;
+    let output = [
+        r#"{"type":"system","subtype":"init","cwd":"/home/u/app","session_id":"sj-cli","model":"claude-sonnet-4-5-20250929","claude_code_version":"2.0.14","uuid":"u0"}"#.to_owned(),
+        line("assistant", "u1", "null", &said("m1", r#"[{"type":"text","text":"Delegating."}]"#, 2)),
+        line("assistant", "u2", "null", &said("m1", task, 20)),
+        line("user", "u3", r#""toolu_t""#, r#"{"role":"user","content":[{"type":"text","text":"count the files"}]}"#),
+        line("assistant", "u4", r#""toolu_t""#, &said("m2", r#"[{"type":"text","text":"3 files"}]"#, 5)),
+        line("user", "u5", "null", r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_t","content":"3 files"}]}"#),
+        line("assistant", "u6", "null", &said("m3", r#"[{"type":"text","text":"There are 3 files."}]"#, 8)),
+        r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":"There are 3 files.","session_id":"sj-cli","total_cost_usd":0.01,"uuid":"u7"}"#.to_owned(),
+    ]
+    .join("\n")
+        + "\n";
+    for sb in Sandbox::each() {
+        let path = sb.file("claude-p.jsonl", &output);
+        let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        assert_eq!(report["totals"]["created"], 2, "{report}");
+        assert_eq!(report["totals"]["messages"], 5, "{report}");
+        assert_eq!(report["totals"]["still_being_written"], 0, "{report}");
+        let main = runs(&report)
+            .iter()
+            .find(|r| r["subagent"] == false)
+            .unwrap();
+        let sub = runs(&report)
+            .iter()
+            .find(|r| r["subagent"] == true)
+            .unwrap();
+        assert_eq!(main["source_session_id"], "sj-cli", "{report}");
+        let main_id = main["id"].as_str().unwrap();
+        let roles: Vec<Value> = sb
+            .messages(main_id)
+            .iter()
+            .map(|m| m["role"].clone())
+            .collect();
+        assert_eq!(roles, ["assistant", "user", "assistant"]);
+        let show = sb
+            .run(&["runs", "show", sub["id"].as_str().unwrap(), "--json"])
+            .ok()
+            .json();
+        assert_eq!(show["origin"]["parent_run"], main_id, "{show}");
+
+        let usage = sb
+            .run(&["report", "usage", "session", "--json"])
+            .ok()
+            .json();
+        let text = usage.to_string();
+        assert!(text.contains("\"outputTokens\":33"), "{usage}");
+    }
+}

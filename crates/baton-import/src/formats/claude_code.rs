@@ -104,6 +104,11 @@
 //!
 //! A line that is not a JSON object is an error naming the line, except a last line with no
 //! terminating newline (see above). A file without message lines yields no transcript.
+//!
+//! **stream-json.** The output of `claude -p --output-format stream-json` holds the same lines
+//! without their threading; `stream_json::thread` rewrites it, line for line, into the session
+//! file it stands for (its module says how), and a `result` line, its last, closes the last
+//! response.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -133,7 +138,14 @@ const KNOWN_TYPES: [&str; 8] = [
 ];
 
 /// Keys that mark a line as Claude Code's, beside its `type`.
-const MARKER_KEYS: [&str; 5] = ["sessionId", "uuid", "parentUuid", "leafUuid", "messageId"];
+const MARKER_KEYS: [&str; 6] = [
+    "sessionId",
+    "uuid",
+    "parentUuid",
+    "leafUuid",
+    "messageId",
+    "session_id",
+];
 
 /// How many leading non-empty lines [`sniff`] looks at.
 const SNIFF_LINES: usize = 5;
@@ -282,6 +294,8 @@ enum Kind {
     Assistant,
     System,
     Queue,
+    /// The last line of stream-json output: the run is over.
+    Result,
     Other,
 }
 
@@ -347,6 +361,7 @@ impl Line<'_> {
                 .subtype
                 .as_deref()
                 .is_some_and(|s| TURN_END.contains(&s)),
+            Kind::Result => true,
             Kind::Queue | Kind::Other => false,
         }
     }
@@ -402,8 +417,16 @@ fn title(message: &Message) -> Option<(String, bool)> {
     title_of(&text).map(|t| (t, false))
 }
 
-/// Reads one Claude Code session file.
+/// Reads one Claude Code session file, or the output of `claude -p --output-format
+/// stream-json` (threaded into the session it stands for by [`stream_json::thread`]).
 pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
+    match stream_json::thread(bytes) {
+        Some(session) => parse_session(&session),
+        None => parse_session(bytes),
+    }
+}
+
+fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     let (mut lines, truncated) = read_lines(bytes)?;
     // Keyed by the file's own bytes (ids are written without escapes), so that the lines stay
     // free to change below.
@@ -1085,6 +1108,7 @@ fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
         Some("assistant") => Kind::Assistant,
         Some("system") => Kind::System,
         Some("queue-operation") => Kind::Queue,
+        Some("result") => Kind::Result,
         _ => Kind::Other,
     };
     let (mut message, mut response_id, mut model, mut stopped, mut usage) =
@@ -1195,5 +1219,6 @@ fn usage_of(u: &Value) -> Option<Usage> {
     })
 }
 
+mod stream_json;
 #[cfg(test)]
 mod tests;

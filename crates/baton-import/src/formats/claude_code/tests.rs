@@ -741,3 +741,165 @@ fn a_subagent_response_repeated_in_a_progress_line_is_a_record_of_the_session() 
     );
     assert_eq!(t.skipped.non_message_lines, 2);
 }
+
+/// `claude -p --output-format stream-json --verbose` of a run that spawned a subagent: an init
+/// line, unthreaded message lines (a streamed response in two pieces, a subagent's lines
+/// interleaved under `parent_tool_use_id`), and the closing `result` line.
+fn stream_json_run() -> Vec<Value> {
+    let line = |kind: &str, uuid: &str, parent_tool: Option<&str>, message: Value| {
+        json!({"type": kind, "message": message, "parent_tool_use_id": parent_tool,
+               "session_id": "sj-1", "uuid": uuid})
+    };
+    let said = |id: &str, content: Value, usage: Value| {
+        json!({"model": "claude-sonnet-4-5", "id": id, "type": "message", "role": "assistant",
+               "content": content, "stop_reason": null, "usage": usage})
+    };
+    let result = |id: &str| {
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id,
+                                            "content": "ok"}]})
+    };
+    let task = json!([{"type": "tool_use", "id": "toolu_task", "name": "Task",
+                       "input": {"description": "look", "prompt": "find the config"}}]);
+    vec![
+        json!({"type": "system", "subtype": "init", "cwd": "/home/u/app", "session_id": "sj-1",
+               "model": "claude-sonnet-4-5", "claude_code_version": "2.0.14", "uuid": "i"}),
+        line(
+            "assistant",
+            "a1",
+            None,
+            said(
+                "m1",
+                json!([{"type": "text", "text": "I'll delegate."}]),
+                json!({"input_tokens": 3, "output_tokens": 1}),
+            ),
+        ),
+        line(
+            "assistant",
+            "a2",
+            None,
+            said("m1", task, json!({"input_tokens": 3, "output_tokens": 30})),
+        ),
+        line(
+            "user",
+            "s1",
+            Some("toolu_task"),
+            json!({"role": "user", "content": [{"type": "text", "text": "find the config"}]}),
+        ),
+        line(
+            "assistant",
+            "s2",
+            Some("toolu_task"),
+            said(
+                "m2",
+                json!([{"type": "tool_use", "id": "toolu_ls", "name": "Bash",
+                        "input": {"command": "ls"}}]),
+                json!({"input_tokens": 5, "output_tokens": 9}),
+            ),
+        ),
+        line("user", "s3", Some("toolu_task"), result("toolu_ls")),
+        line(
+            "assistant",
+            "s4",
+            Some("toolu_task"),
+            said(
+                "m3",
+                json!([{"type": "text", "text": "config.toml"}]),
+                json!({"input_tokens": 6, "output_tokens": 4}),
+            ),
+        ),
+        line("user", "a3", None, result("toolu_task")),
+        line(
+            "assistant",
+            "a4",
+            None,
+            said(
+                "m4",
+                json!([{"type": "text", "text": "It is config.toml."}]),
+                json!({"input_tokens": 4, "output_tokens": 7}),
+            ),
+        ),
+        json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 2,
+               "result": "It is config.toml.", "session_id": "sj-1", "total_cost_usd": 0.01,
+               "uuid": "r"}),
+    ]
+}
+
+#[test]
+fn stream_json_output_is_threaded_into_the_session_it_stands_for() {
+    let bytes = jsonl(&stream_json_run());
+    assert!(sniff(&bytes));
+    assert_eq!(crate::detect(&bytes), Some(crate::Format::ClaudeCode));
+    let ts = parse(&bytes).unwrap();
+    assert_eq!(ts.len(), 2, "the main run and its subagent's");
+    let (main, sub) = (&ts[0], &ts[1]);
+    assert_eq!(
+        shape(main),
+        [
+            "assistant:I'll delegate.,use(toolu_task)",
+            "user:result(toolu_task)",
+            "assistant:It is config.toml."
+        ]
+    );
+    assert_eq!(main.skipped.side_branches, 0);
+    assert_eq!(main.source_session_id.as_deref(), Some("sj-1"));
+    assert_eq!(main.project.as_deref(), Some("/home/u/app"));
+    assert_eq!(main.agent_version.as_deref(), Some("2.0.14"));
+    // The `result` line closes the last response: nothing is held back.
+    assert_eq!(main.settled, 3);
+    assert_eq!(
+        shape(sub),
+        [
+            "user:find the config",
+            "assistant:use(toolu_ls)",
+            "user:result(toolu_ls)",
+            "assistant:config.toml"
+        ]
+    );
+    assert_eq!(sub.parent_session_id.as_deref(), Some("sj-1"));
+    assert_eq!(sub.parent_tool_use_id.as_deref(), Some("toolu_task"));
+    // One record per response, the last piece's: m1 once, with 30 output tokens.
+    let outputs: Vec<(String, u64)> = ts
+        .iter()
+        .flat_map(|t| &t.usage)
+        .map(|u| (u.record.id.clone(), u.record.usage.output))
+        .collect();
+    assert_eq!(outputs.len(), 4, "{outputs:?}");
+    assert!(
+        outputs.contains(&("claude-code:m1".to_owned(), 30)),
+        "{outputs:?}"
+    );
+}
+
+#[test]
+fn stream_json_lines_without_uuids_are_threaded_by_their_place() {
+    let mut lines = stream_json_run();
+    for l in &mut lines {
+        l.as_object_mut().unwrap().remove("uuid");
+    }
+    let ts = parse(&jsonl(&lines)).unwrap();
+    assert_eq!(
+        ts.iter().map(|t| t.messages.len()).collect::<Vec<_>>(),
+        [3, 4]
+    );
+}
+
+#[test]
+fn stream_json_cut_at_any_line_settles_to_a_prefix_of_the_whole() {
+    let lines = stream_json_run();
+    let whole = parse(&jsonl(&lines)).unwrap();
+    for n in 1..=lines.len() {
+        for t in parse(&jsonl(&lines[..n])).unwrap() {
+            let full = whole
+                .iter()
+                .find(|w| w.source_session_id == t.source_session_id)
+                .unwrap();
+            assert_eq!(
+                t.messages[..t.settled],
+                full.messages[..t.settled],
+                "cut at {n}"
+            );
+        }
+    }
+    // Before the `result` line, the last response may still stream.
+    assert_eq!(settled_after_each(&lines)[lines.len() - 2], 2);
+}
