@@ -106,6 +106,7 @@ fn describe_block(block: &ContentBlock) -> String {
             )
         }
         ContentBlock::Image { .. } => "(image)".to_owned(),
+        ContentBlock::ToolReference { tool_name } => format!("(tool {tool_name} made available)"),
         ContentBlock::Document { title, .. } => {
             format!(
                 "(document{})",

@@ -616,6 +616,9 @@ fn render_blocks(blocks: &[ContentBlock]) -> String {
                 out.push(format!("(tool result) {}", render_blocks(content)));
             }
             ContentBlock::Image { .. } => out.push("(image)".to_owned()),
+            ContentBlock::ToolReference { tool_name } => {
+                out.push(format!("(tool {tool_name} made available)"));
+            }
             ContentBlock::Document { title, .. } => {
                 out.push(format!("(document {})", title.as_deref().unwrap_or("")));
             }

@@ -130,6 +130,12 @@ pub enum ContentBlock {
         /// Where the image is.
         source: MediaSource,
     },
+    /// A tool made available by name, in a tool's result: what Claude Code's `ToolSearch`
+    /// returns (Anthropic `tool_reference`), so the model may call the tool it names next.
+    ToolReference {
+        /// The tool's name.
+        tool_name: String,
+    },
     /// A document (PDF, text file…), by reference.
     Document {
         /// Where the document is.
@@ -150,6 +156,7 @@ impl ContentBlock {
             ContentBlock::ToolUse { .. } => "tool_use",
             ContentBlock::ToolResult { .. } => "tool_result",
             ContentBlock::Image { .. } => "image",
+            ContentBlock::ToolReference { .. } => "tool_reference",
             ContentBlock::Document { .. } => "document",
         }
     }

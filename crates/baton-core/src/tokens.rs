@@ -79,6 +79,7 @@ impl TokenCounter for ByteEstimate {
 fn count_block<C: TokenCounter + ?Sized>(counter: &C, block: &ContentBlock) -> u32 {
     let body = match block {
         ContentBlock::Text { text } => counter.count_text(text),
+        ContentBlock::ToolReference { tool_name } => counter.count_text(tool_name),
         ContentBlock::Thinking { thinking, .. } => counter.count_text(thinking),
         // Opaque: its size on the wire, as the proxy counts it; no vocabulary applies.
         ContentBlock::RedactedThinking { data } => estimate_text(data),

@@ -71,7 +71,9 @@ pub fn redact_message(message: &mut Message) -> usize {
 
 fn redact_block(block: &mut ContentBlock) -> usize {
     match block {
-        ContentBlock::Text { text } => redact_in_place(text),
+        ContentBlock::Text { text } | ContentBlock::ToolReference { tool_name: text } => {
+            redact_in_place(text)
+        }
         ContentBlock::Thinking { thinking, .. } => redact_in_place(thinking),
         ContentBlock::RedactedThinking { .. } => 0,
         ContentBlock::ToolUse { input, .. } => redact_json(input),

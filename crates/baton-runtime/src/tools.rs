@@ -679,6 +679,7 @@ fn render_block(block: &ContentBlock) -> String {
             format!("(tool result [{tool_use_id}]{error}) {}", body.join("\n"))
         }
         ContentBlock::Image { .. } => "(image)".to_owned(),
+        ContentBlock::ToolReference { tool_name } => format!("(tool {tool_name} made available)"),
         ContentBlock::Document { title, .. } => {
             format!("(document {})", title.as_deref().unwrap_or(""))
         }

@@ -129,11 +129,16 @@ pub fn search_texts(message: &Message) -> Vec<(SearchKind, String)> {
             }
             ContentBlock::ToolResult { content, .. } => {
                 for inner in content {
-                    if let ContentBlock::Text { text } = inner {
-                        push_line(&mut texts[2], text);
+                    match inner {
+                        ContentBlock::Text { text } => push_line(&mut texts[2], text),
+                        ContentBlock::ToolReference { tool_name } => {
+                            push_line(&mut texts[2], tool_name);
+                        }
+                        _ => {}
                     }
                 }
             }
+            ContentBlock::ToolReference { tool_name } => push_line(&mut texts[2], tool_name),
             ContentBlock::RedactedThinking { .. }
             | ContentBlock::Image { .. }
             | ContentBlock::Document { .. } => {}

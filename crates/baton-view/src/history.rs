@@ -13,7 +13,8 @@ pub struct EntryView {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     /// Its content blocks in baton's form (`{"type": "text", "text": …}`, `tool_use`,
-    /// `tool_result`, `thinking`, `redacted_thinking`, `image`, `document`).
+    /// `tool_result`, `thinking`, `redacted_thinking`, `image`, `document`, and in a tool result
+    /// `tool_reference`).
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub content: Vec<ContentBlock>,
     /// Its token count, computed when it was appended.

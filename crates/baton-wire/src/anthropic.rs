@@ -23,7 +23,9 @@
 //!
 //! Blocks: `text`, `thinking` (with its `signature`), `redacted_thinking` (`data`), `tool_use`
 //! (`id`, `name`, `input`), `tool_result` (`tool_use_id`, `content` as a string or a list of
-//! blocks, `is_error`), `image` (`source`) and `document` (`source`, `title`).
+//! blocks, `is_error`), `image` (`source`), `document` (`source`, `title`) and, in a tool
+//! result, `tool_reference` (`tool_name`: a tool made available, as Claude Code's `ToolSearch`
+//! answers).
 //! Sources: `base64` (`media_type`, `data`), `url` (`url`) and `file` (`file_id`).
 //!
 //! These fields are dropped because they steer the API but do not change what a message says:
@@ -254,6 +256,12 @@ fn parse_block(value: &Value, at: Path) -> Result<ContentBlock, Error> {
                 source: parse_source(obj.required("source")?, obj.at.field("source"))?,
             }
         }
+        "tool_reference" => {
+            obj.only(&["type", "tool_name"], &["cache_control"], &kind)?;
+            ContentBlock::ToolReference {
+                tool_name: obj.str("tool_name")?.to_owned(),
+            }
+        }
         "document" => {
             obj.only(
                 &["type", "source", "title"],
@@ -350,6 +358,9 @@ fn render_block(block: &ContentBlock) -> Value {
             Value::Object(map)
         }
         ContentBlock::Image { source } => json!({"type": "image", "source": render_source(source)}),
+        ContentBlock::ToolReference { tool_name } => {
+            json!({"type": "tool_reference", "tool_name": tool_name})
+        }
         ContentBlock::Document { source, title } => {
             let mut out = json!({"type": "document", "source": render_source(source)});
             if let (Some(title), Value::Object(map)) = (title, &mut out) {

@@ -189,6 +189,7 @@ pub fn render_message(message: &Message) -> Vec<Value> {
             ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => continue,
             ContentBlock::Text { .. }
             | ContentBlock::Image { .. }
+            | ContentBlock::ToolReference { .. }
             | ContentBlock::Document { .. } => parts.push(block),
             ContentBlock::ToolUse { id, name, input } => {
                 calls.push(render_tool_call(id, name, input))
@@ -200,7 +201,12 @@ pub fn render_message(message: &Message) -> Vec<Value> {
             } => {
                 let text: Vec<&ContentBlock> = content
                     .iter()
-                    .filter(|b| matches!(b, ContentBlock::Text { .. }))
+                    .filter(|b| {
+                        matches!(
+                            b,
+                            ContentBlock::Text { .. } | ContentBlock::ToolReference { .. }
+                        )
+                    })
                     .collect();
                 moved.extend(content.iter().filter(|b| {
                     matches!(
@@ -449,6 +455,8 @@ fn render_content(blocks: &[&ContentBlock], empty: Value) -> Value {
 fn render_part(block: &ContentBlock) -> Option<Value> {
     let part = match block {
         ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+        // Chat Completions has no such part: the tool's name, as the text the model reads.
+        ContentBlock::ToolReference { tool_name } => json!({"type": "text", "text": tool_name}),
         ContentBlock::Image { source } => match source {
             MediaSource::Url { url } => json!({"type": "image_url", "image_url": {"url": url}}),
             MediaSource::Base64 { media_type, data } => {

@@ -1042,3 +1042,43 @@ fn claude_code_stream_json_output_imports_as_its_session_and_subagent() {
         assert!(text.contains("\"outputTokens\":33"), "{usage}");
     }
 }
+
+/// Claude Code 2.1 loads MCP tools on demand: `ToolSearch` answers with `tool_reference` blocks
+/// naming the tools it made available. A session that used it imports whole (before, the
+/// block's type was unknown and the whole file failed), and the history shows what was loaded.
+#[test]
+fn a_claude_code_session_that_searched_for_tools_imports_whole() {
+    let session = [
+        r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s-tools","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"echo hello through the MCP server"}}"#,
+        r#"{"type":"assistant","uuid":"u2","parentUuid":"u1","sessionId":"s-tools","timestamp":"2026-01-01T00:00:01Z","message":{"id":"m1","role":"assistant","model":"claude-opus-4-6","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"select:mcp__echo__echo","max_results":1}}],"stop_reason":"tool_use"}}"#,
+        r#"{"type":"user","uuid":"u3","parentUuid":"u2","sessionId":"s-tools","timestamp":"2026-01-01T00:00:02Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"tool_reference","tool_name":"mcp__echo__echo"}]}]},"toolUseResult":{"matches":["mcp__echo__echo"],"query":"select:mcp__echo__echo","total_deferred_tools":117}}"#,
+        r#"{"type":"assistant","uuid":"u4","parentUuid":"u3","sessionId":"s-tools","timestamp":"2026-01-01T00:00:03Z","message":{"id":"m2","role":"assistant","model":"claude-opus-4-6","content":[{"type":"tool_use","id":"toolu_2","name":"mcp__echo__echo","input":{"text":"hello"}}],"stop_reason":"tool_use"}}"#,
+        r#"{"type":"user","uuid":"u5","parentUuid":"u4","sessionId":"s-tools","timestamp":"2026-01-01T00:00:04Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"hello"}]}}"#,
+        r#"{"type":"assistant","uuid":"u6","parentUuid":"u5","sessionId":"s-tools","timestamp":"2026-01-01T00:00:05Z","message":{"id":"m3","role":"assistant","model":"claude-opus-4-6","content":[{"type":"text","text":"It echoed hello."}],"stop_reason":"end_turn"}}"#,
+    ]
+    .join("\n")
+        + "\n";
+    for sb in Sandbox::each() {
+        let path = sb.file("tools.jsonl", &session);
+        age(&path);
+        let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        let run = &runs(&report)[0];
+        assert_eq!(
+            (&run["status"], &run["messages"], &run["tool_calls"]),
+            (&"created".into(), &6.into(), &2.into()),
+            "{report}"
+        );
+        let id = run["id"].as_str().unwrap();
+        let stored = sb.messages(id);
+        assert_eq!(
+            stored[2]["content"][0]["content"][0],
+            serde_json::json!({"type": "tool_reference", "tool_name": "mcp__echo__echo"})
+        );
+        let history = sb.run(&["history", id]).ok().stdout;
+        assert!(
+            history.contains("(tool mcp__echo__echo made available)"),
+            "{history}"
+        );
+    }
+}

@@ -321,7 +321,8 @@ fn block_view(block: &ContentBlock) -> Markup {
             let text: String = content
                 .iter()
                 .filter_map(|b| match b {
-                    ContentBlock::Text { text } => Some(text.as_str()),
+                    ContentBlock::Text { text }
+                    | ContentBlock::ToolReference { tool_name: text } => Some(text.as_str()),
                     _ => None,
                 })
                 .collect::<Vec<_>>()
@@ -334,6 +335,9 @@ fn block_view(block: &ContentBlock) -> Markup {
             }
         }
         ContentBlock::Image { .. } => html! { p.muted { "(an image)" } },
+        ContentBlock::ToolReference { tool_name } => {
+            html! { p.muted { "(tool " b { (tool_name) } " made available)" } }
+        }
         ContentBlock::Document { title, .. } => {
             html! { p.muted { "(a document" @if let Some(t) = title { ": " (t) } ")" } }
         }

@@ -392,6 +392,7 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
             }
             ContentBlock::ToolResult { .. }
             | ContentBlock::Image { .. }
+            | ContentBlock::ToolReference { .. }
             | ContentBlock::Document { .. } => continue,
         };
         out.push(event(

@@ -189,6 +189,50 @@ fn media_sources() {
     check(wire, expect, rendered);
 }
 
+/// Claude Code's `ToolSearch` answers with the tools it made available (deferred MCP tools), as
+/// `tool_reference` blocks in the tool result; they read, store and render back unchanged, and
+/// Chat Completions, which has no such part, gets the tool's name as text.
+#[test]
+fn tool_references_in_a_tool_result_round_trip() {
+    let wire = json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+            {"type": "tool_reference", "tool_name": "mcp__echo__echo"},
+            {"type": "tool_reference", "tool_name": "mcp__echo__ping"},
+        ]},
+    ]});
+    let expect = Message {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: "toolu_1".into(),
+            content: vec![
+                ContentBlock::ToolReference {
+                    tool_name: "mcp__echo__echo".into(),
+                },
+                ContentBlock::ToolReference {
+                    tool_name: "mcp__echo__ping".into(),
+                },
+            ],
+            is_error: false,
+        }],
+    };
+    check(wire.clone(), expect.clone(), wire);
+    let chat = crate::openai::render_message(&expect);
+    assert_eq!(
+        chat,
+        [
+            json!({"role": "tool", "tool_call_id": "toolu_1", "content": [
+                {"type": "text", "text": "mcp__echo__echo"},
+                {"type": "text", "text": "mcp__echo__ping"},
+            ]})
+        ]
+    );
+    check_err(
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
+                "content": [{"type": "tool_reference", "name": "x"}]}]}),
+        r#"message: content[0].content[0]: unknown field "name" in tool_reference block"#,
+    );
+}
+
 #[test]
 fn errors_name_what_and_where() {
     check_err(json!({"content": "hi"}), r#"message: missing field "role""#);
