@@ -260,6 +260,9 @@ struct Raw<'a> {
     session_id: Str<'a>,
     #[serde(default, borrow)]
     agent_id: Str<'a>,
+    /// stream-json's link from a subagent's line to the `Task` call that runs it.
+    #[serde(rename = "parent_tool_use_id", default, borrow)]
+    parent_tool_use_id: Str<'a>,
     #[serde(default)]
     is_sidechain: Flag,
     #[serde(default)]
@@ -309,6 +312,8 @@ struct Line<'a> {
     parent: Option<Cow<'a, str>>,
     session: Option<Cow<'a, str>>,
     agent: Option<Cow<'a, str>>,
+    /// The call that runs the subagent this line belongs to, when the line says (stream-json).
+    spawned_by: Option<Cow<'a, str>>,
     sidechain: bool,
     meta: bool,
     compact_summary: bool,
@@ -349,7 +354,18 @@ impl Line<'_> {
         self.kind == Kind::System && self.subtype.as_deref() == Some("compact_boundary")
     }
 
-    /// Whether the line proves that every response written before it is complete.
+    /// The conversation the line belongs to: whether it is a sidechain line, and the subagent
+    /// it names (its `agentId`, or the `Task` call that runs it). The main conversation's lines
+    /// name none, and so do the inline subagents of Claude Code 1.0.x.
+    fn thread(&self) -> (bool, Option<&str>) {
+        (
+            self.sidechain,
+            self.spawned_by.as_deref().or(self.agent.as_deref()),
+        )
+    }
+
+    /// Whether the line proves that every response of its thread written before it is
+    /// complete.
     fn closes(&self) -> bool {
         match self.kind {
             Kind::Assistant => true,
@@ -361,8 +377,7 @@ impl Line<'_> {
                 .subtype
                 .as_deref()
                 .is_some_and(|s| TURN_END.contains(&s)),
-            Kind::Result => true,
-            Kind::Queue | Kind::Other => false,
+            Kind::Queue | Kind::Result | Kind::Other => false,
         }
     }
 
@@ -451,11 +466,27 @@ fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         }
     }
     let non_message = usize::from(truncated) + lines.iter().filter(|l| l.message.is_none()).count();
-    let last_closer = lines.iter().rposition(Line::closes);
+    // A line closes the responses of its own thread only: the main conversation, or one
+    // subagent's (a subagent's first lines come while its parent's response may still stream).
+    // A subagent's thread also ends with the result of the call that ran it, and every thread
+    // with stream-json's `result` line.
+    let mut last_closer: HashMap<(bool, Option<&str>), usize> = HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.closes() {
+            last_closer.insert(line.thread(), i);
+        }
+        if line.kind == Kind::User && !line.sidechain {
+            for call in line.message.iter().flat_map(Message::tool_result_ids) {
+                last_closer.insert((true, Some(call)), i);
+            }
+        }
+    }
+    let ended = lines.iter().rposition(|l| l.kind == Kind::Result);
     let file = File {
         lines: &lines,
         by_uuid: &by_uuid,
         last_closer,
+        ended,
     };
 
     let main_members: Vec<usize> = (0..lines.len()).filter(|&i| !lines[i].sidechain).collect();
@@ -516,7 +547,10 @@ fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
             .as_ref()
             .map(Message::plain_text)
             .unwrap_or_default();
-        t.parent_tool_use_id = file.spawning_call(&main_members, *root, &prompt, &mut matched);
+        t.parent_tool_use_id = match lines[*root].spawned_by.as_deref() {
+            Some(call) => matched.insert(call.to_owned()).then(|| call.to_owned()),
+            None => file.spawning_call(&main_members, *root, &prompt, &mut matched),
+        };
         if let (Some(call), Some(id)) = (&t.parent_tool_use_id, &t.source_session_id) {
             main.spawned.push(Spawn {
                 tool_use_id: call.clone(),
@@ -537,8 +571,10 @@ fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
 struct File<'l, 'a> {
     lines: &'l [Line<'a>],
     by_uuid: &'l HashMap<&'a str, usize>,
-    /// The last line that closes the responses before it.
-    last_closer: Option<usize>,
+    /// Per thread ([`Line::thread`]), the last line that closes the responses before it.
+    last_closer: HashMap<(bool, Option<&'l str>), usize>,
+    /// The last `result` line: the run is over, and every response before it complete.
+    ended: Option<usize>,
 }
 
 impl File<'_, '_> {
@@ -719,7 +755,10 @@ impl File<'_, '_> {
 
     /// Whether the response whose (latest) piece is line `i` is complete.
     fn closed(&self, i: usize, line: &Line<'_>) -> bool {
-        line.response_id.is_none() || line.stopped || self.last_closer.is_some_and(|c| c > i)
+        line.response_id.is_none()
+            || line.stopped
+            || self.last_closer.get(&line.thread()).is_some_and(|&c| c > i)
+            || self.ended.is_some_and(|e| e > i)
     }
 
     /// Adds the queued texts of the session to `items` (see the module documentation).
@@ -1169,6 +1208,7 @@ fn line(no: usize, raw: Raw<'_>) -> Result<Line<'_>, Error> {
         parent,
         session: raw.session_id.0,
         agent: raw.agent_id.0,
+        spawned_by: raw.parent_tool_use_id.0,
         sidechain: raw.is_sidechain.0,
         meta: raw.is_meta.0,
         compact_summary: raw.is_compact_summary.0,

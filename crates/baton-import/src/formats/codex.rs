@@ -117,12 +117,14 @@ pub fn sniff(bytes: &[u8]) -> bool {
 }
 
 /// Whether `obj` has the shape of the header line of a rollout written before the envelope: a
-/// string `id` and `timestamp`, and neither `type` nor `payload`.
+/// string `id` and `timestamp`, and none of `type`, `payload`, `role` and `messages` (a message,
+/// or a conversation object of a JSONL message file).
 fn is_legacy_header(obj: &Map<String, Value>) -> bool {
     obj.get("id").is_some_and(Value::is_string)
         && obj.get("timestamp").is_some_and(Value::is_string)
-        && !obj.contains_key("type")
-        && !obj.contains_key("payload")
+        && !["type", "payload", "role", "messages"]
+            .iter()
+            .any(|k| obj.contains_key(*k))
 }
 
 /// One line with a JSON object.
@@ -1045,6 +1047,10 @@ mod tests {
         ));
         assert!(!sniff(br#"{"type":"session_meta"}"#));
         assert!(!sniff(b"[]"));
+        // A conversation object of a JSONL message file is no header, whatever keys it has.
+        assert!(!sniff(
+            br#"{"id":"c1","timestamp":"2025-01-01T00:00:00Z","instructions":"be brief","messages":[]}"#
+        ));
         // A bare header needs a key only Codex writes there, or a state marker after it.
         assert!(!sniff(br#"{"id":"x","timestamp":"2025-07-01T10:00:00Z"}"#));
         assert!(sniff(

@@ -405,12 +405,12 @@ mod tests {
         );
         assert!(err.to_string().contains("robot"), "{err}");
         let err = parse(
-            br#"[{"role":"user","content":"a"},{"role":"user","content":[{"type":"video"}]}]"#,
+            br#"[{"role":"user","content":"a"},{"role":"user","content":[{"type":"image"}]}]"#,
             Format::Anthropic,
         )
         .unwrap_err();
         assert!(err.to_string().starts_with("messages[1]: "), "{err}");
-        assert!(err.to_string().contains("video"), "{err}");
+        assert!(err.to_string().contains("source"), "{err}");
         let err = parse(b"{\"role\":\"user\"}\n{oops\n", Format::OpenAi).unwrap_err();
         assert!(
             matches!(err, Error::Malformed { line: Some(2), .. }),

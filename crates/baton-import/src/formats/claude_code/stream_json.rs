@@ -11,18 +11,24 @@
 //! subagent run of one `parent_tool_use_id`), a subagent's lines are sidechain lines (its runs
 //! become transcripts of their own, linked to the parent as inline subagents are), and every
 //! line gets `sessionId`, a `uuid` (`stream-line-<n>` when the line has none), and the init
-//! line's `cwd` and version. The prompt given on the command line is not in the output, so a run
+//! line's `cwd` and version. A subagent's run is linked to the call its `parent_tool_use_id`
+//! names, and its lines close only its own responses, as the main conversation's close only
+//! the main conversation's. The prompt given on the command line is not in the output, so a run
 //! may start with the assistant and has no title unless the input was streamed too.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-/// Whether `bytes` are stream-json output rather than a session file: lines name their session
-/// `session_id`, and none `sessionId`.
+/// Whether `bytes` are stream-json output rather than a session file: the first line holding a
+/// JSON object names its session `session_id`, not `sessionId` (every stream-json line names
+/// it; a session file's first line is a message, a `summary` or a snapshot, never that). Only
+/// top-level keys count: a tool's input may hold either name.
 fn is_stream_json(bytes: &[u8]) -> bool {
-    memchr::memmem::find(bytes, b"\"sessionId\"").is_none()
-        && memchr::memmem::find(bytes, b"\"session_id\"").is_some()
+    super::super::jsonl_lines(bytes)
+        .filter_map(|(_, line, _)| serde_json::from_slice::<Map<String, Value>>(line).ok())
+        .next()
+        .is_some_and(|first| first.contains_key("session_id") && !first.contains_key("sessionId"))
 }
 
 /// The session file that stream-json `bytes` stand for, or `None` when they are a session file

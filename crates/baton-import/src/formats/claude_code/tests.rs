@@ -319,7 +319,7 @@ fn malformed_line_is_an_error_naming_it_but_a_truncated_last_line_is_dropped() {
         parse(&no_message).unwrap_err(),
         Error::at(1, "user line without \"message\"")
     );
-    let bad_block = jsonl(&[user("1", None, json!([{"type": "video"}]))]);
+    let bad_block = jsonl(&[user("1", None, json!([{"type": "image"}]))]);
     assert!(matches!(
         parse(&bad_block),
         Err(Error::Malformed { line: Some(1), .. })
@@ -902,4 +902,65 @@ fn stream_json_cut_at_any_line_settles_to_a_prefix_of_the_whole() {
     }
     // Before the `result` line, the last response may still stream.
     assert_eq!(settled_after_each(&lines)[lines.len() - 2], 2);
+}
+
+/// Review of the stream-json reader: a tool input naming `sessionId` does not make the output
+/// a session file; a subagent that starts with the assistant is linked by its
+/// `parent_tool_use_id`; and with two `Task` calls in one response, the first subagent's lines
+/// do not close the parent's response before its second call arrives.
+#[test]
+fn stream_json_threads_are_kept_apart() {
+    let mut lines = stream_json_run();
+    lines[5]["message"]["content"][0]["content"] = json!("sessionId: abc");
+    lines[4]["message"]["content"][0]["input"]["sessionId"] = json!("abc");
+    let ts = parse(&jsonl(&lines)).unwrap();
+    assert_eq!(
+        ts.iter().map(|t| t.messages.len()).collect::<Vec<_>>(),
+        [3, 4]
+    );
+
+    let piece = |uuid: &str, thread: Option<&str>, id: &str, block: Value| {
+        json!({"type": "assistant", "uuid": uuid, "session_id": "sj-2",
+               "parent_tool_use_id": thread,
+               "message": {"id": id, "role": "assistant", "model": "claude-x",
+                           "content": [block], "stop_reason": null}})
+    };
+    let task = |id: &str, prompt: &str| json!({"type": "tool_use", "id": id, "name": "Task", "input": {"prompt": prompt}});
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let lines = vec![
+        json!({"type": "system", "subtype": "init", "session_id": "sj-2", "uuid": "i"}),
+        piece("a1", None, "m1", task("tA", "same prompt")),
+        // The first subagent starts (with the assistant, no prompt echoed) while its parent's
+        // response still streams its second call.
+        piece("s1", Some("tA"), "ms1", text("working on A")),
+        piece("a2", None, "m1", task("tB", "same prompt")),
+        piece("t1", Some("tB"), "mt1", text("working on B")),
+        json!({"type": "user", "uuid": "r1", "session_id": "sj-2", "parent_tool_use_id": null,
+               "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "tA", "content": "A done"},
+                   {"type": "tool_result", "tool_use_id": "tB", "content": "B done"}]}}),
+    ];
+    let whole = parse(&jsonl(&lines)).unwrap();
+    assert_eq!(
+        shape(&whole[0]),
+        ["assistant:use(tA),use(tB)", "user:result(tA),result(tB)"]
+    );
+    let links: Vec<Option<&str>> = whole[1..]
+        .iter()
+        .map(|t| t.parent_tool_use_id.as_deref())
+        .collect();
+    assert_eq!(links, [Some("tA"), Some("tB")]);
+    for n in 1..=lines.len() {
+        for t in parse(&jsonl(&lines[..n])).unwrap() {
+            let full = whole
+                .iter()
+                .find(|w| w.source_session_id == t.source_session_id)
+                .unwrap();
+            assert_eq!(
+                t.messages[..t.settled],
+                full.messages[..t.settled],
+                "cut at {n}"
+            );
+        }
+    }
 }
