@@ -107,6 +107,9 @@ fn describe_block(block: &ContentBlock) -> String {
         }
         ContentBlock::Image { .. } => "(image)".to_owned(),
         ContentBlock::ToolReference { tool_name } => format!("(tool {tool_name} made available)"),
+        ContentBlock::Opaque { .. } => {
+            format!("({} block)", block.opaque_type().unwrap_or("vendor"))
+        }
         ContentBlock::Document { title, .. } => {
             format!(
                 "(document{})",

@@ -619,6 +619,12 @@ fn render_blocks(blocks: &[ContentBlock]) -> String {
             ContentBlock::ToolReference { tool_name } => {
                 out.push(format!("(tool {tool_name} made available)"));
             }
+            ContentBlock::Opaque { .. } => {
+                out.push(format!(
+                    "({} block)",
+                    block.opaque_type().unwrap_or("vendor")
+                ));
+            }
             ContentBlock::Document { title, .. } => {
                 out.push(format!("(document {})", title.as_deref().unwrap_or("")));
             }

@@ -136,6 +136,14 @@ pub enum ContentBlock {
         /// The tool's name.
         tool_name: String,
     },
+    /// A vendor block of a type baton's model has no variant for (Anthropic's server tools:
+    /// `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`…), kept whole as the
+    /// vendor wrote it and sent back to that vendor unchanged; never interpreted, and left out
+    /// when rendering for another vendor.
+    Opaque {
+        /// The block as the vendor wrote it, its `type` included.
+        block: serde_json::Value,
+    },
     /// A document (PDF, text file…), by reference.
     Document {
         /// Where the document is.
@@ -147,6 +155,14 @@ pub enum ContentBlock {
 }
 
 impl ContentBlock {
+    /// For an [`ContentBlock::Opaque`] block, the vendor's type name (`server_tool_use`…).
+    pub fn opaque_type(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Opaque { block } => block.get("type").and_then(|t| t.as_str()),
+            _ => None,
+        }
+    }
+
     /// The block's type name, as serialized.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -157,6 +173,7 @@ impl ContentBlock {
             ContentBlock::ToolResult { .. } => "tool_result",
             ContentBlock::Image { .. } => "image",
             ContentBlock::ToolReference { .. } => "tool_reference",
+            ContentBlock::Opaque { .. } => "opaque",
             ContentBlock::Document { .. } => "document",
         }
     }

@@ -80,6 +80,8 @@ fn count_block<C: TokenCounter + ?Sized>(counter: &C, block: &ContentBlock) -> u
     let body = match block {
         ContentBlock::Text { text } => counter.count_text(text),
         ContentBlock::ToolReference { tool_name } => counter.count_text(tool_name),
+        // Its size on the wire: no vocabulary is known to apply to a block baton cannot read.
+        ContentBlock::Opaque { block } => estimate_text(&block.to_string()),
         ContentBlock::Thinking { thinking, .. } => counter.count_text(thinking),
         // Opaque: its size on the wire, as the proxy counts it; no vocabulary applies.
         ContentBlock::RedactedThinking { data } => estimate_text(data),

@@ -64,7 +64,8 @@ pub fn redact(text: &str) -> (String, usize) {
 
 /// Redacts every string of `message` a person or tool wrote: text, thinking, tool inputs (string
 /// values at any depth; keys stay), tool results, URLs and document titles. Opaque payloads
-/// (redacted thinking, signatures, base64 media) are left as they are. Returns the count.
+/// (redacted thinking, signatures, base64 media, the sealed fields of a block baton cannot read)
+/// are left as they are. Returns the count.
 pub fn redact_message(message: &mut Message) -> usize {
     message.content.iter_mut().map(redact_block).sum()
 }
@@ -77,6 +78,7 @@ fn redact_block(block: &mut ContentBlock) -> usize {
         ContentBlock::Thinking { thinking, .. } => redact_in_place(thinking),
         ContentBlock::RedactedThinking { .. } => 0,
         ContentBlock::ToolUse { input, .. } => redact_json(input),
+        ContentBlock::Opaque { block } => redact_opaque(block),
         ContentBlock::ToolResult { content, .. } => content.iter_mut().map(redact_block).sum(),
         ContentBlock::Image { source } => redact_source(source),
         ContentBlock::Document { source, title } => {
@@ -98,6 +100,20 @@ fn redact_json(value: &mut serde_json::Value) -> usize {
         serde_json::Value::Array(items) => items.iter_mut().map(redact_json).sum(),
         serde_json::Value::Object(map) => map.values_mut().map(redact_json).sum(),
         _ => 0,
+    }
+}
+
+/// A block baton cannot read: its strings as in a tool input, except the provider's sealed ones
+/// (`encrypted_*`, `signature`), which must go back byte for byte.
+fn redact_opaque(value: &mut serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(map) => map
+            .iter_mut()
+            .filter(|(key, _)| !key.starts_with("encrypted") && key.as_str() != "signature")
+            .map(|(_, v)| redact_opaque(v))
+            .sum(),
+        serde_json::Value::Array(items) => items.iter_mut().map(redact_opaque).sum(),
+        other => redact_json(other),
     }
 }
 

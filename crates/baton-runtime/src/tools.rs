@@ -680,6 +680,13 @@ fn render_block(block: &ContentBlock) -> String {
         }
         ContentBlock::Image { .. } => "(image)".to_owned(),
         ContentBlock::ToolReference { tool_name } => format!("(tool {tool_name} made available)"),
+        ContentBlock::Opaque { block } => format!(
+            "({} block) {block}",
+            block
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("vendor")
+        ),
         ContentBlock::Document { title, .. } => {
             format!("(document {})", title.as_deref().unwrap_or(""))
         }

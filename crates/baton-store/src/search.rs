@@ -140,6 +140,7 @@ pub fn search_texts(message: &Message) -> Vec<(SearchKind, String)> {
             }
             ContentBlock::ToolReference { tool_name } => push_line(&mut texts[2], tool_name),
             ContentBlock::RedactedThinking { .. }
+            | ContentBlock::Opaque { .. }
             | ContentBlock::Image { .. }
             | ContentBlock::Document { .. } => {}
         }

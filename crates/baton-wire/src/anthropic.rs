@@ -37,9 +37,13 @@
 //! - every top-level field other than `role` and `content`, such as `id`, `type`, `model`,
 //!   `stop_reason`, `stop_sequence`, `usage` and `container` in responses.
 //!
-//! Any other field on a block or source is an error naming it, and so is an unknown block or
-//! source type (for example `server_tool_use` or a `text` document source): silently dropping
-//! something of unknown meaning would change history.
+//! Any other field on a block or source is an error naming it, and so is an unknown source type
+//! (for example a `text` document source): silently dropping something of unknown meaning would
+//! change history. A block of a type not listed above (the server tools' `server_tool_use`,
+//! `web_search_tool_result`, `web_fetch_tool_result`, and types the API adds later) is neither
+//! dropped nor refused: it is kept whole as [`ContentBlock::Opaque`] (less `cache_control`) and
+//! rendered back as it came, so a conversation that used a server tool is stored, relayed and
+//! sent again unchanged; other vendors' renderings leave it out.
 //!
 //! # Normalization
 //!
@@ -273,12 +277,14 @@ fn parse_block(value: &Value, at: Path) -> Result<ContentBlock, Error> {
                 title: obj.opt_str("title")?.map(str::to_owned),
             }
         }
-        other => {
-            return Err(Error::UnknownType {
-                at: obj.at.to_string(),
-                kind: "block",
-                type_name: other.to_owned(),
-            });
+        // A block of meaning baton's model cannot hold (a server tool's call or result) is
+        // kept whole: dropping it would change what was said, refusing it would lose the rest.
+        _ => {
+            let mut block = value.clone();
+            if let Some(map) = block.as_object_mut() {
+                map.remove("cache_control");
+            }
+            ContentBlock::Opaque { block }
         }
     };
     Ok(block)
@@ -361,6 +367,7 @@ fn render_block(block: &ContentBlock) -> Value {
         ContentBlock::ToolReference { tool_name } => {
             json!({"type": "tool_reference", "tool_name": tool_name})
         }
+        ContentBlock::Opaque { block } => block.clone(),
         ContentBlock::Document { source, title } => {
             let mut out = json!({"type": "document", "source": render_source(source)});
             if let (Some(title), Value::Object(map)) = (title, &mut out) {

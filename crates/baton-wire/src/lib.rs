@@ -6,7 +6,7 @@
 //! - [`parse_message`] reads one message of either shape, telling them apart by their markers
 //!   (see [`detect`]).
 //! - [`Error`] says what was wrong with a message and where, such as
-//!   `message: content[2]: unknown block type "video"`.
+//!   `message: content[2]: unknown field "color" in text block`.
 //!
 //! Around the messages, for clients and test servers that speak the APIs:
 //!
@@ -23,9 +23,10 @@
 //! - [`Format`] chooses between the two vendors at run time.
 //!
 //! Both directions go through [`baton_core::Message`].
-//! Reading is strict about meaning and lenient about bookkeeping: unknown block types and unknown
-//! fields inside blocks are errors, while unknown top-level fields (a response's `id`, `model` and
-//! `usage`, a harness's own keys) are ignored.
+//! Reading is strict about meaning and lenient about bookkeeping: unknown fields inside the blocks
+//! baton reads are errors, an Anthropic block of a type it does not read (a server tool's call or
+//! result) is kept whole and never interpreted ([`baton_core::ContentBlock::Opaque`]), and unknown
+//! top-level fields (a response's `id`, `model` and `usage`, a harness's own keys) are ignored.
 //! Each module lists the fields it drops and the forms it treats as equal.
 //!
 //! ```

@@ -175,7 +175,8 @@ pub fn parse_message(value: &Value) -> Result<Message, Error> {
 /// - Tool results, in any role, become one `tool` message each. In an assistant message they
 ///   follow it; otherwise they come first, and the remaining blocks (with any images or
 ///   documents the results held) follow as one `user` (or `system`) message, when there are any.
-/// - Thinking is dropped; a message of thinking alone renders as nothing.
+/// - Thinking is dropped, and so are blocks only Anthropic can read ([`ContentBlock::Opaque`]); a
+///   message of thinking alone renders as nothing.
 ///
 /// A message with no blocks renders as one message with empty content, so nothing disappears.
 pub fn render_message(message: &Message) -> Vec<Value> {
@@ -186,7 +187,9 @@ pub fn render_message(message: &Message) -> Vec<Value> {
     let mut only_thinking = !message.content.is_empty();
     for block in &message.content {
         match block {
-            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => continue,
+            ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. }
+            | ContentBlock::Opaque { .. } => continue,
             ContentBlock::Text { .. }
             | ContentBlock::Image { .. }
             | ContentBlock::ToolReference { .. }
@@ -482,6 +485,7 @@ fn render_part(block: &ContentBlock) -> Option<Value> {
         }
         ContentBlock::Thinking { .. }
         | ContentBlock::RedactedThinking { .. }
+        | ContentBlock::Opaque { .. }
         | ContentBlock::ToolUse { .. }
         | ContentBlock::ToolResult { .. } => return None,
     };

@@ -513,11 +513,18 @@ pub fn render_input(messages: &[Message]) -> Vec<Value> {
                     ..
                 } = block
                 {
-                    let output = Message {
-                        role: Role::Tool,
-                        content: content.clone(),
-                    }
-                    .plain_text();
+                    // Its text, with a tool reference's name as text, as Chat Completions has it.
+                    let output: Vec<&str> = content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text { text }
+                            | ContentBlock::ToolReference { tool_name: text } => {
+                                Some(text.as_str())
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    let output = output.join("\n");
                     items.push(json!({"type": "function_call_output", "call_id": tool_use_id, "output": output}));
                 }
             }

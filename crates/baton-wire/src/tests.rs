@@ -88,8 +88,8 @@ fn errors() {
         r#"message: role "robot" is not one of system, developer, user, assistant, tool"#,
     );
     check_err(
-        json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, {"type": "video"}]}),
-        r#"message: content[2]: unknown block type "video""#,
+        json!({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, {"type": "image"}]}),
+        r#"message: content[2]: missing field "source""#,
     );
     check_err(
         json!({"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}], "tool_calls": []}),

@@ -23,6 +23,7 @@ on_both_backends!(
     responses_plain_and_streamed_are_captured,
     each_answer_is_counted_once_in_the_usage_reports,
     each_request_is_read_from_where_the_last_capture_stopped,
+    a_conversation_that_used_a_server_tool_is_captured_whole,
 );
 
 /// The runs of `tenant` (none for a tenant that has never stored one).
@@ -522,4 +523,38 @@ async fn each_request_is_read_from_where_the_last_capture_stopped(backend: Backe
         want,
         "the first run is kept as it was"
     );
+}
+
+/// A conversation whose history holds a server tool's call and result (Anthropic's web search)
+/// is captured whole: the blocks baton's model has no variant for are stored as they came (and
+/// relayed unchanged). Before, they failed the request's capture, and with it every later one.
+async fn a_conversation_that_used_a_server_tool_is_captured_whole(backend: Backend) {
+    let up = upstream(script());
+    let server = gateway(backend, &up, |_| {}).await;
+    let path = "/v1/messages";
+    let searched = json!([
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+         "input": {"query": "rust 2024"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+            {"type": "web_search_result", "title": "Rust 2024", "url": "https://example.org/r",
+             "encrypted_content": "EqgfCioIARgB"}]},
+        {"type": "text", "text": "It shipped in February."},
+    ]);
+    let request = json!({"model": "claude-sonnet-4-5", "max_tokens": 256,
+    "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+    "messages": [
+        {"role": "user", "content": "when did rust 2024 ship?"},
+        {"role": "assistant", "content": searched},
+        {"role": "user", "content": "now please list the files"},
+    ]});
+    let got = call(&server, path, &request, &[("x-baton-run", "searched")]).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let want = direct(path, &request, reply_message(path, &got));
+    let have = stored(&server, &acme(), "searched", 4).await;
+    assert_eq!(have, want);
+    assert_eq!(
+        baton_wire::anthropic::render_message(&have[1])["content"],
+        searched
+    );
+    settled(&server, 1).await;
 }

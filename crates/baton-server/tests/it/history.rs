@@ -234,7 +234,7 @@ async fn a_bad_batch_appends_nothing(backend: Backend) {
             "/v1/runs/r1/messages",
             json!({"messages": [
                 {"role": "user", "content": "fine"},
-                {"role": "user", "content": [{"type": "video", "url": "x"}]},
+                {"role": "user", "content": [{"type": "image", "url": "x"}]},
                 {"role": "assistant", "content": "also fine"},
             ]}),
         )

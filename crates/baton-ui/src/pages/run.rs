@@ -338,6 +338,15 @@ fn block_view(block: &ContentBlock) -> Markup {
         ContentBlock::ToolReference { tool_name } => {
             html! { p.muted { "(tool " b { (tool_name) } " made available)" } }
         }
+        ContentBlock::Opaque { block } => {
+            let json = serde_json::to_string_pretty(block).unwrap_or_default();
+            html! {
+                details.block {
+                    summary { "(" (block.get("type").and_then(|t| t.as_str()).unwrap_or("vendor")) " block)" }
+                    pre { (cut(&json, BLOCK_CHARS)) }
+                }
+            }
+        }
         ContentBlock::Document { title, .. } => {
             html! { p.muted { "(a document" @if let Some(t) = title { ": " (t) } ")" } }
         }

@@ -8,8 +8,9 @@
 //! usage) and `message_stop`. `ping` may come anywhere, and `error` ends the stream with the
 //! vendor's error.
 //! Event types the API may add later are ignored, and so is `citations_delta`; a content block
-//! type baton's model cannot hold (`server_tool_use`…) is an error, because dropping it would
-//! change what the model said.
+//! of a type baton's model cannot hold (`server_tool_use`, `web_search_tool_result`…) is kept
+//! whole as [`ContentBlock::Opaque`], its `input_json_delta`s, when it streams any, replacing
+//! its `input`: dropping it would change what the model said.
 //!
 //! ```
 //! use baton_wire::StreamDelta;
@@ -72,6 +73,12 @@ enum Block {
         start: Value,
         json: String,
     },
+    /// A block of a type baton's model has no variant for: `content_block_start`'s block, whose
+    /// `input` the `input_json_delta`s (a server tool's call streams them) replace.
+    Opaque {
+        start: Value,
+        json: String,
+    },
 }
 
 impl Block {
@@ -81,6 +88,7 @@ impl Block {
             Block::Thinking { .. } => "thinking",
             Block::Redacted(_) => "redacted_thinking",
             Block::ToolUse { .. } => "tool_use",
+            Block::Opaque { .. } => "opaque",
         }
     }
 }
@@ -186,9 +194,13 @@ impl Stream {
                         };
                         (block, Some(delta))
                     }
-                    Some(other) => {
-                        return Err(malformed(format!("unknown block type {other:?}")));
-                    }
+                    Some(_) => (
+                        Block::Opaque {
+                            start: block.clone(),
+                            json: String::new(),
+                        },
+                        None,
+                    ),
                     None => return Err(malformed("a content block without a type".to_owned())),
                 };
                 if self.blocks.insert(index, block).is_some() {
@@ -226,7 +238,10 @@ impl Stream {
                         signature.push_str(piece("signature")?);
                         Ok(None)
                     }
-                    (Block::ToolUse { json, .. }, "input_json_delta") => {
+                    (
+                        Block::ToolUse { json, .. } | Block::Opaque { json, .. },
+                        "input_json_delta",
+                    ) => {
                         json.push_str(piece("partial_json")?);
                         Ok(None)
                     }
@@ -320,6 +335,19 @@ impl Stream {
                     };
                     ContentBlock::ToolUse { id, name, input }
                 }
+                Block::Opaque { mut start, json } => {
+                    if !json.trim().is_empty() {
+                        let input: Value =
+                            serde_json::from_str(&json).map_err(|err| Error::Malformed {
+                                at: format!("stream block {index}"),
+                                detail: format!("its input is not JSON ({err}): {json:?}"),
+                            })?;
+                        if let Some(map) = start.as_object_mut() {
+                            map.insert("input".to_owned(), input);
+                        }
+                    }
+                    ContentBlock::Opaque { block: start }
+                }
             };
             content.push(block);
         }
@@ -390,6 +418,7 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
                         .collect(),
                 )
             }
+            ContentBlock::Opaque { block } => (block.clone(), vec![]),
             ContentBlock::ToolResult { .. }
             | ContentBlock::Image { .. }
             | ContentBlock::ToolReference { .. }

@@ -117,9 +117,9 @@ fn parse_errors_name_the_field() {
     assert_eq!(
         err(json!({"model": "m", "max_tokens": 1, "messages": [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "video"}]},
+            {"role": "assistant", "content": [{"type": "text"}]},
         ]})),
-        "messages.1: message: content[0]: unknown block type \"video\""
+        "messages.1: message: content[0]: missing field \"text\""
     );
 }
 
