@@ -104,12 +104,14 @@ fn redact_json(value: &mut serde_json::Value) -> usize {
 }
 
 /// A block baton cannot read: its strings as in a tool input, except the provider's sealed ones
-/// (`encrypted_*`, `signature`), which must go back byte for byte.
+/// (`encrypted_*`, `signature`) and base64 payloads (`data`), which must go back byte for byte.
 fn redact_opaque(value: &mut serde_json::Value) -> usize {
     match value {
         serde_json::Value::Object(map) => map
             .iter_mut()
-            .filter(|(key, _)| !key.starts_with("encrypted") && key.as_str() != "signature")
+            .filter(|(key, _)| {
+                !key.starts_with("encrypted") && !matches!(key.as_str(), "signature" | "data")
+            })
             .map(|(_, v)| redact_opaque(v))
             .sum(),
         serde_json::Value::Array(items) => items.iter_mut().map(redact_opaque).sum(),
@@ -339,5 +341,27 @@ mod tests {
             json["content"][3]["input"]["env"][0][key],
             "[REDACTED:anthropic]"
         );
+    }
+
+    /// A block baton cannot read is redacted in what people and tools wrote (a fetched page's
+    /// text, a query), never in the provider's sealed fields or base64 payloads, which must go
+    /// back byte for byte.
+    #[test]
+    fn opaque_blocks_keep_their_sealed_fields_and_payloads() {
+        let key = "sk-ant-api03-abcdefghij0123456789XYZ";
+        let mut m = Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::Opaque {
+                block: serde_json::json!({
+                    "type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_1",
+                    "content": {"type": "web_fetch_result", "url": format!("https://x.test/?k={key}"),
+                        "content": {"type": "document", "title": format!("notes {key}"),
+                            "source": {"type": "base64", "media_type": "application/pdf", "data": key}},
+                        "encrypted_content": key, "signature": key}}),
+            }],
+        };
+        assert_eq!(redact_message(&mut m), 2);
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(text.matches(key).count(), 3, "{text}");
     }
 }

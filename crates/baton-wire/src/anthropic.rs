@@ -43,7 +43,8 @@
 //! `web_search_tool_result`, `web_fetch_tool_result`, and types the API adds later) is neither
 //! dropped nor refused: it is kept whole as [`ContentBlock::Opaque`] (less `cache_control`) and
 //! rendered back as it came, so a conversation that used a server tool is stored, relayed and
-//! sent again unchanged; other vendors' renderings leave it out.
+//! sent again unchanged; other vendors' renderings leave it out. An OpenAI part type
+//! (`input_audio`, `image_url`…) is no such block: it is an error, naming it.
 //!
 //! # Normalization
 //!
@@ -276,6 +277,14 @@ fn parse_block(value: &Value, at: Path) -> Result<ContentBlock, Error> {
                 source: parse_source(obj.required("source")?, obj.at.field("source"))?,
                 title: obj.opt_str("title")?.map(str::to_owned),
             }
+        }
+        // An OpenAI part is no Anthropic block: a message in the wrong shape, named.
+        other if crate::openai::is_part_type(other) => {
+            return Err(Error::UnknownType {
+                at: obj.at.to_string(),
+                kind: "block",
+                type_name: other.to_owned(),
+            });
         }
         // A block of meaning baton's model cannot hold (a server tool's call or result) is
         // kept whole: dropping it would change what was said, refusing it would lose the rest.

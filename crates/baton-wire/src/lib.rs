@@ -197,15 +197,16 @@ impl Markers {
                 continue;
             };
             let found = format!("content[{i}] of type \"{type_name}\"");
+            // `text` reads the same in both; any other type that is not an OpenAI part is one
+            // the Anthropic reader takes (those it does not read, whole).
             match type_name {
-                "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "image"
-                | "document" => {
-                    markers.anthropic.get_or_insert(found);
-                }
-                "image_url" | "image_file" | "file" | "input_text" | "output_text" | "refusal" => {
+                "text" => {}
+                t if openai::is_part_type(t) => {
                     markers.openai.get_or_insert(found);
                 }
-                _ => {}
+                _ => {
+                    markers.anthropic.get_or_insert(found);
+                }
             }
         }
         markers

@@ -308,6 +308,24 @@ fn text_content(text: &str) -> Vec<ContentBlock> {
     }
 }
 
+/// Whether `type_name` is an OpenAI content part's type (Chat Completions' or the Responses
+/// API's), read here or not: a type the Anthropic reader must not take for one of its own.
+pub(crate) fn is_part_type(type_name: &str) -> bool {
+    matches!(
+        type_name,
+        "text"
+            | "input_text"
+            | "output_text"
+            | "refusal"
+            | "image_url"
+            | "image_file"
+            | "file"
+            | "input_audio"
+            | "input_image"
+            | "input_file"
+    )
+}
+
 fn parse_part(value: &Value, at: Path) -> Result<ContentBlock, Error> {
     let obj = Obj::new(value, at)?;
     let type_name = obj.str("type")?;

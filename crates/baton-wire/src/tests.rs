@@ -113,3 +113,34 @@ fn a_stored_tool_message_reads_back_as_stored() {
     ]});
     assert!(crate::parse_message(&mixed).is_err());
 }
+
+/// A message whose only Anthropic blocks are of types baton does not read (a server tool's
+/// call and result) is Anthropic, and keeps them; an OpenAI part the OpenAI reader does not
+/// read (`input_audio`) stays an error, not a block kept whole.
+#[test]
+fn unknown_block_types_are_anthropic_but_openai_parts_are_not() {
+    let searched = json!({"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "n"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "nothing new"},
+    ]});
+    check(searched.clone(), Some(Format::Anthropic));
+    assert_eq!(
+        parse_message(&searched).unwrap().content[0].opaque_type(),
+        Some("server_tool_use")
+    );
+    let audio = json!({"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+    ]});
+    assert_eq!(detect(&audio), Some(Format::OpenAi));
+    check_err(
+        audio.clone(),
+        r#"message: content[0]: unknown block type "input_audio""#,
+    );
+    assert_eq!(
+        crate::anthropic::parse_message(&audio)
+            .unwrap_err()
+            .to_string(),
+        r#"message: content[0]: unknown block type "input_audio""#
+    );
+}

@@ -354,16 +354,6 @@ impl Line<'_> {
         self.kind == Kind::System && self.subtype.as_deref() == Some("compact_boundary")
     }
 
-    /// The conversation the line belongs to: whether it is a sidechain line, and the subagent
-    /// it names (its `agentId`, or the `Task` call that runs it). The main conversation's lines
-    /// name none, and so do the inline subagents of Claude Code 1.0.x.
-    fn thread(&self) -> (bool, Option<&str>) {
-        (
-            self.sidechain,
-            self.spawned_by.as_deref().or(self.agent.as_deref()),
-        )
-    }
-
     /// Whether the line proves that every response of its thread written before it is
     /// complete.
     fn closes(&self) -> bool {
@@ -466,25 +456,18 @@ fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         }
     }
     let non_message = usize::from(truncated) + lines.iter().filter(|l| l.message.is_none()).count();
-    // A line closes the responses of its own thread only: the main conversation, or one
-    // subagent's (a subagent's first lines come while its parent's response may still stream).
-    // A subagent's thread also ends with the result of the call that ran it, and every thread
-    // with stream-json's `result` line.
-    let mut last_closer: HashMap<(bool, Option<&str>), usize> = HashMap::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.closes() {
-            last_closer.insert(line.thread(), i);
-        }
-        if line.kind == Kind::User && !line.sidechain {
-            for call in line.message.iter().flat_map(Message::tool_result_ids) {
-                last_closer.insert((true, Some(call)), i);
-            }
-        }
+    // A line closes the responses of its own thread only (a subagent's first lines come while
+    // its parent's response may still stream), and stream-json's `result` line every thread's.
+    let threads = threads(&lines, &by_uuid);
+    let mut last_closer: HashMap<Thread<'_>, usize> = HashMap::new();
+    for i in (0..lines.len()).filter(|&i| lines[i].closes()) {
+        last_closer.insert(threads[i], i);
     }
     let ended = lines.iter().rposition(|l| l.kind == Kind::Result);
     let file = File {
         lines: &lines,
         by_uuid: &by_uuid,
+        threads,
         last_closer,
         ended,
     };
@@ -567,12 +550,67 @@ fn parse_session(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     Ok(out)
 }
 
+/// The conversation a line belongs to, whose responses only its own lines close.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Thread<'l> {
+    /// The session's own conversation: every line that is not a sidechain line.
+    Main,
+    /// A subagent the line names: its `agentId` (a subagent file), or the `Task` call that runs
+    /// it (stream-json's `parent_tool_use_id`).
+    Named(&'l str),
+    /// An inline subagent run of Claude Code 1.0.x, by its root line.
+    Inline(usize),
+}
+
+/// Each line's [`Thread`]. An inline run's root is found once per line, from its parent's.
+fn threads<'l>(lines: &'l [Line<'_>], by_uuid: &HashMap<&str, usize>) -> Vec<Thread<'l>> {
+    let parent_of = |i: usize| {
+        lines[i]
+            .parent
+            .as_deref()
+            .and_then(|p| by_uuid.get(p).copied())
+            .filter(|&p| lines[p].sidechain)
+    };
+    let mut out: Vec<Thread<'l>> = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        let thread = match (
+            line.sidechain,
+            line.spawned_by.as_deref().or(line.agent.as_deref()),
+        ) {
+            (false, _) => Thread::Main,
+            (true, Some(name)) => Thread::Named(name),
+            (true, None) => match parent_of(i) {
+                Some(p) if p < i => match out[p] {
+                    Thread::Inline(root) => Thread::Inline(root),
+                    _ => Thread::Inline(p),
+                },
+                // A parent written after its child (never seen): walk up.
+                Some(_) => {
+                    let (mut at, mut seen) = (i, HashSet::new());
+                    while seen.insert(at) {
+                        match parent_of(at) {
+                            Some(p) => at = p,
+                            None => break,
+                        }
+                    }
+                    Thread::Inline(at)
+                }
+                None => Thread::Inline(i),
+            },
+        };
+        out.push(thread);
+    }
+    out
+}
+
 /// The file's lines and what every transcript of it needs.
 struct File<'l, 'a> {
     lines: &'l [Line<'a>],
     by_uuid: &'l HashMap<&'a str, usize>,
     /// Per thread ([`Line::thread`]), the last line that closes the responses before it.
-    last_closer: HashMap<(bool, Option<&'l str>), usize>,
+    last_closer: HashMap<Thread<'l>, usize>,
+    /// Each line's thread.
+    threads: Vec<Thread<'l>>,
     /// The last `result` line: the run is over, and every response before it complete.
     ended: Option<usize>,
 }
@@ -757,7 +795,10 @@ impl File<'_, '_> {
     fn closed(&self, i: usize, line: &Line<'_>) -> bool {
         line.response_id.is_none()
             || line.stopped
-            || self.last_closer.get(&line.thread()).is_some_and(|&c| c > i)
+            || self
+                .last_closer
+                .get(&self.threads[i])
+                .is_some_and(|&c| c > i)
             || self.ended.is_some_and(|e| e > i)
     }
 

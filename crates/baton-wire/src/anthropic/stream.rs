@@ -418,7 +418,19 @@ pub fn render_stream(reply: &Reply, id: &str) -> Vec<String> {
                         .collect(),
                 )
             }
-            ContentBlock::Opaque { block } => (block.clone(), vec![]),
+            // As the API streams a server tool's call: `input` empty at the start, then in pieces.
+            ContentBlock::Opaque { block } => match block.get("input") {
+                Some(input) => {
+                    let mut start = block.clone();
+                    start["input"] = json!({});
+                    let json = input.to_string();
+                    let deltas = chunks(&json, 10)
+                        .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
+                        .collect();
+                    (start, deltas)
+                }
+                None => (block.clone(), vec![]),
+            },
             ContentBlock::ToolResult { .. }
             | ContentBlock::Image { .. }
             | ContentBlock::ToolReference { .. }

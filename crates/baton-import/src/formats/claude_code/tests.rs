@@ -964,3 +964,47 @@ fn stream_json_threads_are_kept_apart() {
         }
     }
 }
+
+/// Two inline subagent runs (Claude Code 1.0.x) writing at once: a line of one run does not
+/// close the other's streamed response, whatever line the file is cut at.
+#[test]
+fn parallel_inline_runs_close_only_their_own_responses() {
+    let side = |mut line: Value| {
+        line["isSidechain"] = json!(true);
+        line
+    };
+    let task = |id: &str, prompt: &str| json!([{"type": "tool_use", "id": id, "name": "Task", "input": {"prompt": prompt}}]);
+    let text = |t: &str| json!([{"type": "text", "text": t}]);
+    let lines = vec![
+        user("1", None, json!("go")),
+        assistant("2", "1", "m1", task("tA", "pa")),
+        assistant("3", "2", "m1", task("tB", "pb")),
+        side(user("sa", None, json!("pa"))),
+        side(user("sb", None, json!("pb"))),
+        side(assistant("a1", "sa", "mA", text("a one"))),
+        side(assistant("b1", "sb", "mB", text("b one"))),
+        side(assistant("a2", "a1", "mA", text("a two"))),
+        user(
+            "4",
+            Some("3"),
+            json!([{"type": "tool_result", "tool_use_id": "tA", "content": "A"},
+                   {"type": "tool_result", "tool_use_id": "tB", "content": "B"}]),
+        ),
+    ];
+    let whole = parse(&jsonl(&lines)).unwrap();
+    assert_eq!(whole.len(), 3);
+    assert_eq!(shape(&whole[1]), ["user:pa", "assistant:a one,a two"]);
+    for n in 1..=lines.len() {
+        for t in parse(&jsonl(&lines[..n])).unwrap() {
+            let full = whole
+                .iter()
+                .find(|w| w.source_session_id == t.source_session_id)
+                .unwrap();
+            assert_eq!(
+                t.messages[..t.settled],
+                full.messages[..t.settled],
+                "cut at {n}"
+            );
+        }
+    }
+}
