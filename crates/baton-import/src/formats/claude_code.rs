@@ -86,11 +86,14 @@
 //! is dropped and counted). What the file holds so far can still change in three ways, and the
 //! settled messages stop before the first message that can:
 //! - a streamed response gains pieces until it is *closed*: its last piece has a `stop_reason`,
-//!   or a later line (anywhere in the file) is an assistant line of another response, a user
-//!   line holding no tool result, or a `system` line of subtype `turn_duration`,
-//!   `stop_hook_summary` or `compact_boundary`. Tool results do not close it: Claude Code runs
-//!   tools while the response still streams. An assistant line without `message.id` is closed
-//!   at once.
+//!   or a later line of the same thread (the main conversation, one subagent named by its
+//!   `agentId` or stream-json's `parent_tool_use_id`, or one inline run, by its root) is an
+//!   assistant line of another response, a user line holding no tool result, or a `system`
+//!   line of subtype `turn_duration`, `stop_hook_summary` or `compact_boundary`; stream-json's
+//!   `result` line closes every thread. A subagent's lines do not close its parent's response
+//!   (its first lines come while the parent's response may still stream its next call), nor
+//!   one run's lines another's. Tool results do not close it: Claude Code runs tools while the
+//!   response still streams. An assistant line without `message.id` is closed at once.
 //! - a queued text not yet delivered may still become a message at its `enqueue` point.
 //! - a queued message with nothing after it moves past tool results still to come while a call
 //!   before it is unanswered.
