@@ -824,6 +824,25 @@ fn stream_json_run() -> Vec<Value> {
     ]
 }
 
+/// Cut at every line, each transcript's settled messages are a prefix of the same
+/// transcript's in `whole` (what the whole file gives).
+#[track_caller]
+fn settles_to_a_prefix_at_every_cut(lines: &[Value], whole: &[Transcript]) {
+    for n in 1..=lines.len() {
+        for t in parse(&jsonl(&lines[..n])).unwrap() {
+            let full = whole
+                .iter()
+                .find(|w| w.source_session_id == t.source_session_id)
+                .unwrap();
+            assert_eq!(
+                t.messages[..t.settled],
+                full.messages[..t.settled],
+                "cut at {n}"
+            );
+        }
+    }
+}
+
 #[test]
 fn stream_json_output_is_threaded_into_the_session_it_stands_for() {
     let bytes = jsonl(&stream_json_run());
@@ -887,19 +906,7 @@ fn stream_json_lines_without_uuids_are_threaded_by_their_place() {
 fn stream_json_cut_at_any_line_settles_to_a_prefix_of_the_whole() {
     let lines = stream_json_run();
     let whole = parse(&jsonl(&lines)).unwrap();
-    for n in 1..=lines.len() {
-        for t in parse(&jsonl(&lines[..n])).unwrap() {
-            let full = whole
-                .iter()
-                .find(|w| w.source_session_id == t.source_session_id)
-                .unwrap();
-            assert_eq!(
-                t.messages[..t.settled],
-                full.messages[..t.settled],
-                "cut at {n}"
-            );
-        }
-    }
+    settles_to_a_prefix_at_every_cut(&lines, &whole);
     // Before the `result` line, the last response may still stream.
     assert_eq!(settled_after_each(&lines)[lines.len() - 2], 2);
 }
@@ -950,19 +957,7 @@ fn stream_json_threads_are_kept_apart() {
         .map(|t| t.parent_tool_use_id.as_deref())
         .collect();
     assert_eq!(links, [Some("tA"), Some("tB")]);
-    for n in 1..=lines.len() {
-        for t in parse(&jsonl(&lines[..n])).unwrap() {
-            let full = whole
-                .iter()
-                .find(|w| w.source_session_id == t.source_session_id)
-                .unwrap();
-            assert_eq!(
-                t.messages[..t.settled],
-                full.messages[..t.settled],
-                "cut at {n}"
-            );
-        }
-    }
+    settles_to_a_prefix_at_every_cut(&lines, &whole);
 }
 
 /// Two inline subagent runs (Claude Code 1.0.x) writing at once: a line of one run does not
@@ -994,17 +989,5 @@ fn parallel_inline_runs_close_only_their_own_responses() {
     let whole = parse(&jsonl(&lines)).unwrap();
     assert_eq!(whole.len(), 3);
     assert_eq!(shape(&whole[1]), ["user:pa", "assistant:a one,a two"]);
-    for n in 1..=lines.len() {
-        for t in parse(&jsonl(&lines[..n])).unwrap() {
-            let full = whole
-                .iter()
-                .find(|w| w.source_session_id == t.source_session_id)
-                .unwrap();
-            assert_eq!(
-                t.messages[..t.settled],
-                full.messages[..t.settled],
-                "cut at {n}"
-            );
-        }
-    }
+    settles_to_a_prefix_at_every_cut(&lines, &whole);
 }
