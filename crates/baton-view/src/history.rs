@@ -13,8 +13,8 @@ pub struct EntryView {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     /// Its content blocks in baton's form (`{"type": "text", "text": …}`, `tool_use`,
-    /// `tool_result`, `thinking`, `redacted_thinking`, `image`, `document`, and in a tool result
-    /// `tool_reference`).
+    /// `tool_result`, `thinking`, `redacted_thinking`, `image`, `document`, in a tool result
+    /// `tool_reference`, and `opaque` holding a vendor block baton does not read).
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub content: Vec<ContentBlock>,
     /// Its token count, computed when it was appended.
