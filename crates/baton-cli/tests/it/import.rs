@@ -1082,3 +1082,42 @@ fn a_claude_code_session_that_searched_for_tools_imports_whole() {
         );
     }
 }
+
+/// What `codex exec --json` prints (saved from a CI run, say) imports as a Codex run: each
+/// command a call answered by its output, each turn's usage kept once.
+#[test]
+fn codex_exec_json_output_imports_as_a_run_with_its_usage() {
+    let events = [
+        r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}"#,
+        r#"{"type":"turn.started"}"#,
+        r#"{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"**Running the tests**"}}"#,
+        r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo test'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo test'","aggregated_output":"test result: FAILED. 1 failed","exit_code":101,"status":"failed"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"One test fails: parse_empty."}}"#,
+        r#"{"type":"turn.completed","usage":{"input_tokens":5000,"cached_input_tokens":3000,"output_tokens":120}}"#,
+    ]
+    .join("\n")
+        + "\n";
+    for sb in Sandbox::each() {
+        let path = sb.file("codex-exec.jsonl", &events);
+        let (ran, report) = import_json(&sb, &[path.to_str().unwrap()]);
+        ran.ok();
+        let run = &runs(&report)[0];
+        assert_eq!(
+            (&run["format"], &run["messages"], &run["tool_calls"]),
+            (&"codex".into(), &3.into(), &1.into()),
+            "{report}"
+        );
+        let id = run["id"].as_str().unwrap();
+        let stored = sb.messages(id);
+        assert_eq!(stored[1]["content"][0]["is_error"], true, "{stored:?}");
+
+        let usage = sb
+            .run(&["report", "usage", "session", "--json"])
+            .ok()
+            .json();
+        let text = usage.to_string();
+        assert!(text.contains("\"cacheReadTokens\":3000"), "{usage}");
+        assert!(text.contains("\"outputTokens\":120"), "{usage}");
+    }
+}

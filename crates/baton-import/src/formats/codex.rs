@@ -53,6 +53,9 @@
 //! terminating newline (a line still being written), which is dropped and counted.
 //! A file without messages yields no transcript.
 //!
+//! The output of `codex exec --json` (events, not a rollout) is read by its own module,
+//! `exec`.
+//!
 //! # Rollouts written before the envelope
 //!
 //! Codex CLI of mid 2025 wrote the same items without the `{timestamp, type, payload}`
@@ -76,6 +79,8 @@ use serde_json::{Map, Value};
 
 use crate::{CompactionEvent, Error, Format, ImportedMessage, ImportedUsage, Transcript, title_of};
 
+mod exec;
+
 /// Line types a rollout has; used by [`sniff`].
 const KNOWN_TYPES: [&str; 5] = [
     "session_meta",
@@ -94,7 +99,8 @@ const LEGACY_HEADER_KEYS: [&str; 3] = ["instructions", "originator", "cli_versio
 
 /// Whether `bytes` look like a Codex rollout: one of the first non-empty lines is a JSON object
 /// with a known `type` and an object `payload`, or the file starts as a rollout written before
-/// the envelope does (a bare header, then `record_type` markers).
+/// the envelope does (a bare header, then `record_type` markers), or one of those lines is an
+/// event of `codex exec --json`.
 pub fn sniff(bytes: &[u8]) -> bool {
     let objects: Vec<Map<String, Value>> = bytes
         .split(|b| *b == b'\n')
@@ -113,7 +119,8 @@ pub fn sniff(bytes: &[u8]) -> bool {
             && (LEGACY_HEADER_KEYS.iter().any(|k| first.contains_key(*k))
                 || objects[1..].iter().any(|o| o.contains_key("record_type")))
     });
-    enveloped || legacy
+    let exec = objects.iter().any(exec::is_event);
+    enveloped || legacy || exec
 }
 
 /// Whether `obj` has the shape of the header line of a rollout written before the envelope: a
@@ -135,8 +142,11 @@ struct Line {
     payload: Map<String, Value>,
 }
 
-/// Reads one rollout file.
+/// Reads one rollout file, or the output of `codex exec --json` (see [`exec`]).
 pub fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
+    if exec::is_exec_json(bytes) {
+        return exec::parse(bytes);
+    }
     let (lines, truncated) = read_lines(bytes)?;
     let mut b = Builder {
         t: Transcript::new(Format::Codex),
