@@ -18,11 +18,22 @@
 //! - `web_search`, `todo_list` and `error` items are passed over and counted, as a rollout's
 //!   `web_search_call` and plan updates are.
 //!
-//! A call's id is the item's `id` (`item_3`), unique within the thread. `turn.completed` ends
-//! the assistant message and is the turn's usage (`input_tokens` counting
-//! `cached_input_tokens`, as in a rollout), one record per turn with the id
-//! `codex-exec:<thread id>:<turn>`; `turn.failed` ends the message too. The session id is the
-//! `thread_id`.
+//! A call's id is the item's `id` (`item_3`), unique within one `codex exec`; in a file holding
+//! several (outputs appended to one log), the items after the k-th `thread.started` (k ≥ 2)
+//! get `<id>.<k>`. `turn.completed` ends the assistant message and is the turn's usage
+//! (`input_tokens` counting `cached_input_tokens`, as in a rollout), one record per turn;
+//! `turn.failed` ends the message too.
+//!
+//! **Identity.** The `thread_id` names the thread, not this output: Codex's rollout of the
+//! thread holds it as its session id, and `codex exec resume` prints it again for a file that
+//! holds only the new turn. So the output has no session id of its own and is keyed by its
+//! place, as the formats whose ids are not unique per file are
+//! ([`crate::Transcript::source_key`]). A turn's usage record is
+//! `codex-exec:<thread id>:<16 hex digits of SHA-256 over the file through the turn's end>`:
+//! the same for every cut of the file that holds the turn, another for another output.
+//!
+//! Lines that are not JSON (what the command wrote to stderr, when it was captured with
+//! stdout) are passed over and counted; a line that starts as JSON and is not is an error.
 //!
 //! **The last complete unit** is a rollout's: every message is settled but an assistant
 //! message no turn end or tool output has closed yet.
@@ -30,16 +41,18 @@
 use baton_core::usage::UsageRecord;
 use baton_core::{ContentBlock, Message, Role};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use super::{openai_usage, str_of};
 use crate::{Error, Format, ImportedMessage, ImportedUsage, Transcript};
 
-/// Whether the first line holding a JSON object is an event of `codex exec --json`.
+/// Whether one of the first lines holding a JSON object is an event of `codex exec --json`
+/// (what [`super::sniff`] looks at, so the two agree).
 pub(super) fn is_exec_json(bytes: &[u8]) -> bool {
     crate::formats::jsonl_lines(bytes)
         .filter_map(|(_, line, _)| serde_json::from_slice::<Map<String, Value>>(line).ok())
-        .next()
-        .is_some_and(|first| is_event(&first))
+        .take(super::SNIFF_LINES)
+        .any(|obj| is_event(&obj))
 }
 
 /// Whether `obj` is an event of `codex exec --json`: a `thread.`, `turn.` or `item.` type with
@@ -59,9 +72,16 @@ pub(super) fn is_event(obj: &Map<String, Value>) -> bool {
 pub(super) fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     let mut t = Transcript::new(Format::Codex);
     let mut open = false;
-    let mut turns = 0;
+    let (mut thread, mut invocations) = (String::new(), 0);
+    let mut digest = Sha256::new();
     for (no, raw, unterminated) in crate::formats::jsonl_lines(bytes) {
+        digest.update(raw);
+        digest.update(b"\n");
         if raw.trim_ascii().is_empty() {
+            continue;
+        }
+        if raw.trim_ascii_start().first() != Some(&b'{') {
+            t.skipped.non_message_lines += 1;
             continue;
         }
         let obj = match serde_json::from_slice::<Value>(raw) {
@@ -75,22 +95,26 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
         };
         let used = match str_of(&obj, "type").unwrap_or("") {
             "thread.started" => {
-                if t.source_session_id.is_none() {
-                    t.source_session_id = str_of(&obj, "thread_id").map(str::to_owned);
-                }
+                thread = str_of(&obj, "thread_id").unwrap_or_default().to_owned();
+                invocations += 1;
                 false
             }
             "turn.completed" => {
-                turns += 1;
                 let usage = obj.get("usage").map(openai_usage).unwrap_or_default();
-                let session = t.source_session_id.clone().unwrap_or_default();
+                let through: String = digest
+                    .clone()
+                    .finalize()
+                    .iter()
+                    .take(8)
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
                 let message = t
                     .messages
                     .iter()
                     .rposition(|m| m.message.role == Role::Assistant);
                 t.usage.push(ImportedUsage {
                     record: UsageRecord {
-                        id: format!("codex-exec:{session}:{turns}"),
+                        id: format!("codex-exec:{thread}:{through}"),
                         model: None,
                         response_id: None,
                         request_id: None,
@@ -108,7 +132,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
                 false
             }
             "item.completed" => match obj.get("item").and_then(Value::as_object) {
-                Some(item) => completed(&mut t, &mut open, no, item)?,
+                Some(item) => completed(&mut t, &mut open, no, item, invocations)?,
                 None => return Err(Error::at(no, "item.completed without an \"item\" object")),
             },
             _ => false,
@@ -131,10 +155,12 @@ fn completed(
     open: &mut bool,
     no: usize,
     item: &Map<String, Value>,
+    invocation: usize,
 ) -> Result<bool, Error> {
     let text = |key: &str| str_of(item, key).unwrap_or("").to_owned();
     let status = str_of(item, "status").unwrap_or("completed");
     let id = || match str_of(item, "id").filter(|id| !id.is_empty()) {
+        Some(id) if invocation > 1 => Ok(format!("{id}.{invocation}")),
         Some(id) => Ok(id.to_owned()),
         None => Err(Error::at(no, "a completed item without an \"id\"")),
     };
@@ -355,30 +381,53 @@ mod tests {
                 "assistant:Updated a.txt.",
             ]
         );
-        assert_eq!(t.source_session_id.as_deref(), Some("0199a213-81c0"));
+        // The thread id is the rollout's and a resumed output's too: the file is keyed by
+        // its place.
+        assert_eq!(t.source_session_id, None);
         assert_eq!(t.settled, t.messages.len());
-        let usage: Vec<(String, u64, u64, u64, Option<usize>)> = t
+        let usage: Vec<(u64, u64, u64, Option<usize>)> = t
             .usage
             .iter()
             .map(|u| {
                 let n = &u.record.usage;
-                (
-                    u.record.id.clone(),
-                    n.input,
-                    n.cache_read,
-                    n.output,
-                    u.message,
-                )
+                (n.input, n.cache_read, n.output, u.message)
             })
             .collect();
-        assert_eq!(
-            usage,
-            [
-                ("codex-exec:0199a213-81c0:1".into(), 1000, 200, 45, Some(2)),
-                ("codex-exec:0199a213-81c0:2".into(), 100, 800, 30, Some(7)),
-            ]
+        assert_eq!(usage, [(1000, 200, 45, Some(2)), (100, 800, 30, Some(7))]);
+        let ids: Vec<&str> = t.usage.iter().map(|u| u.record.id.as_str()).collect();
+        assert!(
+            ids.iter()
+                .all(|id| id.starts_with("codex-exec:0199a213-81c0:")),
+            "{ids:?}"
         );
+        assert_ne!(ids[0], ids[1]);
         assert_eq!(t.messages[1].message.role, Role::Tool);
+    }
+
+    /// Two outputs appended to one log, with what the command wrote to stderr among them:
+    /// the text lines are passed over, the second output's calls get ids of their own, and
+    /// its turns' usage records are not the first's.
+    #[test]
+    fn outputs_appended_to_one_log_keep_their_calls_apart() {
+        let mut lines: Vec<Value> = events();
+        lines.extend(events());
+        let mut bytes = b"Reading prompt from stdin...\n".to_vec();
+        bytes.extend(jsonl(&lines));
+        let t = parse(&bytes).unwrap().remove(0);
+        assert_eq!(t.skipped.non_message_lines, 1 + 2 * 7);
+        let mut calls: Vec<&str> = t
+            .messages
+            .iter()
+            .flat_map(|m| m.message.tool_use_ids())
+            .collect();
+        assert_eq!(calls.len(), 6);
+        calls.sort_unstable();
+        calls.dedup();
+        assert_eq!(calls.len(), 6, "{calls:?}");
+        let mut ids: Vec<&str> = t.usage.iter().map(|u| u.record.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 4);
     }
 
     #[test]
@@ -397,6 +446,10 @@ mod tests {
                 whole.messages[..t.settled],
                 "cut at {n}"
             );
+            // A turn's usage record is the same in every cut that holds the turn's end.
+            for u in &t.usage {
+                assert!(whole.usage.contains(u), "cut at {n}: {:?}", u.record.id);
+            }
             settled.push(t.settled);
         }
         // An answer waits for its turn's end; a running command is no message yet.
