@@ -136,7 +136,7 @@ pub enum ContentBlock {
         /// The tool's name.
         tool_name: String,
     },
-    /// A vendor block of a type baton's model has no variant for (Anthropic's server tools:
+    /// A vendor block baton's model has no variant for (the blocks of Anthropic's server tools:
     /// `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`…), kept whole as the
     /// vendor wrote it and sent back to that vendor unchanged; never interpreted, and left out
     /// when rendering for another vendor.

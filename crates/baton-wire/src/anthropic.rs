@@ -37,14 +37,14 @@
 //! - every top-level field other than `role` and `content`, such as `id`, `type`, `model`,
 //!   `stop_reason`, `stop_sequence`, `usage` and `container` in responses.
 //!
-//! Any other field on a block or source is an error naming it, and so is an unknown source type
-//! (for example a `text` document source): silently dropping something of unknown meaning would
-//! change history. A block of a type not listed above (the server tools' `server_tool_use`,
-//! `web_search_tool_result`, `web_fetch_tool_result`, and types the API adds later) is neither
-//! dropped nor refused: it is kept whole as [`ContentBlock::Opaque`] (less `cache_control`) and
-//! rendered back as it came, so a conversation that used a server tool is stored, relayed and
-//! sent again unchanged; other vendors' renderings leave it out. An OpenAI part type
-//! (`input_audio`, `image_url`…) is no such block: it is an error, naming it.
+//! Any other field on a block or source is an error naming it, and so is an unknown block or
+//! source type (for example `video`, or a `text` document source): silently dropping something
+//! of unknown meaning would change history. The blocks of the API's server tools are the
+//! exception (`server_tool_use`, `mcp_tool_use` and any `*_tool_use`, `web_search_tool_result`
+//! and any `*_tool_result`, `container_upload`, `search_result`: see `is_server_block`): they
+//! are neither dropped nor refused but kept whole as [`ContentBlock::Opaque`] (less
+//! `cache_control`) and rendered back as they came, so a conversation that used a server tool
+//! is stored, relayed and sent again unchanged; other vendors' renderings leave them out.
 //!
 //! # Normalization
 //!
@@ -278,25 +278,37 @@ fn parse_block(value: &Value, at: Path) -> Result<ContentBlock, Error> {
                 title: obj.opt_str("title")?.map(str::to_owned),
             }
         }
-        // An OpenAI part is no Anthropic block: a message in the wrong shape, named.
-        other if crate::openai::is_part_type(other) => {
-            return Err(Error::UnknownType {
-                at: obj.at.to_string(),
-                kind: "block",
-                type_name: other.to_owned(),
-            });
-        }
-        // A block of meaning baton's model cannot hold (a server tool's call or result) is
-        // kept whole: dropping it would change what was said, refusing it would lose the rest.
-        _ => {
+        // A server tool's call or result: kept whole, since dropping it would change what was
+        // said and refusing it would lose the rest of the conversation.
+        other if is_server_block(other) => {
             let mut block = value.clone();
             if let Some(map) = block.as_object_mut() {
                 map.remove("cache_control");
             }
             ContentBlock::Opaque { block }
         }
+        other => {
+            return Err(Error::UnknownType {
+                at: obj.at.to_string(),
+                kind: "block",
+                type_name: other.to_owned(),
+            });
+        }
     };
     Ok(block)
+}
+
+/// Whether `type_name` is a block the API's server tools write, which baton keeps whole
+/// ([`ContentBlock::Opaque`]): a call (`server_tool_use`, `mcp_tool_use`, any `*_tool_use`), a
+/// result (`web_search_tool_result`, `code_execution_tool_result`, any `*_tool_result`), and
+/// `container_upload` and `search_result`. Any other unknown type is an error, so a mistyped
+/// block is named rather than stored.
+pub(crate) fn is_server_block(type_name: &str) -> bool {
+    type_name != "tool_use"
+        && type_name != "tool_result"
+        && (type_name.ends_with("_tool_use")
+            || type_name.ends_with("_tool_result")
+            || matches!(type_name, "container_upload" | "search_result"))
 }
 
 fn parse_source(value: &Value, at: Path) -> Result<MediaSource, Error> {

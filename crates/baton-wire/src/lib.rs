@@ -23,10 +23,10 @@
 //! - [`Format`] chooses between the two vendors at run time.
 //!
 //! Both directions go through [`baton_core::Message`].
-//! Reading is strict about meaning and lenient about bookkeeping: unknown fields inside the blocks
-//! baton reads are errors, an Anthropic block of a type it does not read (a server tool's call or
-//! result) is kept whole and never interpreted ([`baton_core::ContentBlock::Opaque`]), and unknown
-//! top-level fields (a response's `id`, `model` and `usage`, a harness's own keys) are ignored.
+//! Reading is strict about meaning and lenient about bookkeeping: unknown block types and unknown
+//! fields inside blocks are errors, except the blocks of Anthropic's server tools, kept whole and
+//! never interpreted ([`baton_core::ContentBlock::Opaque`]); unknown top-level fields (a
+//! response's `id`, `model` and `usage`, a harness's own keys) are ignored.
 //! Each module lists the fields it drops and the forms it treats as equal.
 //!
 //! ```
@@ -197,16 +197,18 @@ impl Markers {
                 continue;
             };
             let found = format!("content[{i}] of type \"{type_name}\"");
-            // `text` reads the same in both; any other type that is not an OpenAI part is one
-            // the Anthropic reader takes (those it does not read, whole).
             match type_name {
-                "text" => {}
-                t if openai::is_part_type(t) => {
-                    markers.openai.get_or_insert(found);
-                }
-                _ => {
+                "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "image"
+                | "document" | "tool_reference" => {
                     markers.anthropic.get_or_insert(found);
                 }
+                t if anthropic::is_server_block(t) => {
+                    markers.anthropic.get_or_insert(found);
+                }
+                t if t != "text" && openai::is_part_type(t) => {
+                    markers.openai.get_or_insert(found);
+                }
+                _ => {}
             }
         }
         markers

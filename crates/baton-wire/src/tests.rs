@@ -114,9 +114,9 @@ fn a_stored_tool_message_reads_back_as_stored() {
     assert!(crate::parse_message(&mixed).is_err());
 }
 
-/// A message whose only Anthropic blocks are of types baton does not read (a server tool's
-/// call and result) is Anthropic, and keeps them; an OpenAI part the OpenAI reader does not
-/// read (`input_audio`) stays an error, not a block kept whole.
+/// A message whose only Anthropic blocks are a server tool's call and result is Anthropic, and
+/// keeps them; an OpenAI part the OpenAI reader does not read (`input_audio`) and a type of no
+/// one's stay errors.
 #[test]
 fn unknown_block_types_are_anthropic_but_openai_parts_are_not() {
     let searched = json!({"role": "assistant", "content": [
@@ -142,5 +142,10 @@ fn unknown_block_types_are_anthropic_but_openai_parts_are_not() {
             .unwrap_err()
             .to_string(),
         r#"message: content[0]: unknown block type "input_audio""#
+    );
+    // A type that is no server tool's is a mistake, named, not a block kept whole.
+    check_err(
+        json!({"role": "user", "content": [{"type": "hologram", "x": 1}]}),
+        r#"message: content[0]: unknown block type "hologram""#,
     );
 }

@@ -7,10 +7,11 @@
 //! `input_json_delta`) and `content_block_stop`; then `message_delta` (the stop reason, output
 //! usage) and `message_stop`. `ping` may come anywhere, and `error` ends the stream with the
 //! vendor's error.
-//! Event types the API may add later are ignored, and so is `citations_delta`; a content block
-//! of a type baton's model cannot hold (`server_tool_use`, `web_search_tool_result`…) is kept
-//! whole as [`ContentBlock::Opaque`], its `input_json_delta`s, when it streams any, replacing
-//! its `input`: dropping it would change what the model said.
+//! Event types the API may add later are ignored, and so is `citations_delta`; a server tool's
+//! block (`server_tool_use`, `web_search_tool_result`…, as the Messages reader tells them) is
+//! kept whole as [`ContentBlock::Opaque`], its `input_json_delta`s, when it streams any,
+//! replacing its `input`; any other unknown block type is an error, because dropping it would
+//! change what the model said.
 //!
 //! ```
 //! use baton_wire::StreamDelta;
@@ -194,13 +195,16 @@ impl Stream {
                         };
                         (block, Some(delta))
                     }
-                    Some(_) => (
+                    Some(kind) if super::is_server_block(kind) => (
                         Block::Opaque {
                             start: block.clone(),
                             json: String::new(),
                         },
                         None,
                     ),
+                    Some(other) => {
+                        return Err(malformed(format!("unknown block type {other:?}")));
+                    }
                     None => return Err(malformed("a content block without a type".to_owned())),
                 };
                 if self.blocks.insert(index, block).is_some() {

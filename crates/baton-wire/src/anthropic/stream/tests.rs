@@ -216,6 +216,12 @@ fn malformed_events_name_what_was_wrong() {
     );
     check_err(
         &format!(
+            "{start}data: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"hologram\"}}}}\n\n"
+        ),
+        "stream event 2 (content_block_start): unknown block type \"hologram\"",
+    );
+    check_err(
+        &format!(
             "{start}data: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\"}}}}\n\n"
         ),
         "stream event 3 (content_block_delta): a input_json_delta delta for text block 0",
