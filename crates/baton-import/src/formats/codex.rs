@@ -653,6 +653,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::{parse, sniff};
+    use crate::formats::jsonl;
     use crate::{Error, Transcript};
 
     fn line(kind: &str, payload: Value) -> Value {
@@ -661,15 +662,6 @@ mod tests {
 
     fn item(payload: Value) -> Value {
         line("response_item", payload)
-    }
-
-    fn jsonl(lines: &[Value]) -> Vec<u8> {
-        let mut out = String::new();
-        for l in lines {
-            out.push_str(&l.to_string());
-            out.push('\n');
-        }
-        out.into_bytes()
     }
 
     fn one(lines: &[Value]) -> Transcript {
@@ -1028,25 +1020,12 @@ mod tests {
     #[test]
     fn a_rollout_before_the_envelope_settles_to_a_prefix_at_every_line() {
         let lines = legacy();
-        let whole = one(&lines);
         // The header alone is a rollout that holds no message yet.
         assert!(sniff(&jsonl(&lines[..1])));
         assert_eq!(parse(&jsonl(&lines[..1])).unwrap(), Vec::new());
-        let mut settled = Vec::new();
-        for n in 2..=lines.len() {
-            let Some(t) = parse(&jsonl(&lines[..n])).unwrap().pop() else {
-                settled.push(0);
-                continue;
-            };
-            assert_eq!(
-                t.messages[..t.settled],
-                whole.messages[..t.settled],
-                "cut at {n}"
-            );
-            settled.push(t.settled);
-        }
+        let settled = crate::formats::settled_at_every_cut(&lines, parse);
         // The assistant's items stay open until the tool output or the next user message.
-        assert_eq!(settled, [0, 1, 2, 2, 2, 2, 4, 4, 6]);
+        assert_eq!(settled[1..], [0, 1, 2, 2, 2, 2, 4, 4, 6]);
     }
 
     #[test]

@@ -76,3 +76,40 @@ pub fn parse(format: Format, bytes: &[u8]) -> Result<Vec<Transcript>, Error> {
     }
     Ok(transcripts)
 }
+
+/// For the readers' tests: `lines` as a JSONL file, one object a line.
+#[cfg(test)]
+pub(crate) fn jsonl(lines: &[serde_json::Value]) -> Vec<u8> {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    text.into_bytes()
+}
+
+/// For the readers' tests: cuts `lines` (one JSON object a line) after each line, as a file
+/// still being written may end, and reads each cut with `parse`. Every transcript's settled
+/// messages must be a prefix of the same transcript's (by source session id) in what the
+/// whole file gives. Returns what the first transcript of each cut settles (0 for none).
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn settled_at_every_cut(
+    lines: &[serde_json::Value],
+    parse: fn(&[u8]) -> Result<Vec<Transcript>, Error>,
+) -> Vec<usize> {
+    let whole = parse(&jsonl(lines)).unwrap();
+    (1..=lines.len())
+        .map(|n| {
+            let cut = parse(&jsonl(&lines[..n])).unwrap();
+            for t in &cut {
+                let full = whole
+                    .iter()
+                    .find(|w| w.source_session_id == t.source_session_id)
+                    .unwrap();
+                assert_eq!(
+                    t.messages[..t.settled],
+                    full.messages[..t.settled],
+                    "cut at {n}"
+                );
+            }
+            cut.first().map_or(0, |t| t.settled)
+        })
+        .collect()
+}

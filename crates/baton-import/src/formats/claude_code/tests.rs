@@ -4,6 +4,7 @@ use baton_core::{ContentBlock, Role};
 use serde_json::{Value, json};
 
 use super::{parse, sniff};
+use crate::formats::jsonl;
 use crate::{Error, Spawn, Transcript};
 
 fn user(uuid: &str, parent: Option<&str>, content: Value) -> Value {
@@ -24,15 +25,6 @@ fn tool_use(id: &str) -> Value {
 
 fn tool_result(id: &str) -> Value {
     json!([{"type": "tool_result", "tool_use_id": id, "content": "ok"}])
-}
-
-fn jsonl(lines: &[Value]) -> Vec<u8> {
-    let mut out = String::new();
-    for l in lines {
-        out.push_str(&l.to_string());
-        out.push('\n');
-    }
-    out.into_bytes()
 }
 
 fn one(lines: &[Value]) -> Transcript {
@@ -824,25 +816,6 @@ fn stream_json_run() -> Vec<Value> {
     ]
 }
 
-/// Cut at every line, each transcript's settled messages are a prefix of the same
-/// transcript's in `whole` (what the whole file gives).
-#[track_caller]
-fn settles_to_a_prefix_at_every_cut(lines: &[Value], whole: &[Transcript]) {
-    for n in 1..=lines.len() {
-        for t in parse(&jsonl(&lines[..n])).unwrap() {
-            let full = whole
-                .iter()
-                .find(|w| w.source_session_id == t.source_session_id)
-                .unwrap();
-            assert_eq!(
-                t.messages[..t.settled],
-                full.messages[..t.settled],
-                "cut at {n}"
-            );
-        }
-    }
-}
-
 #[test]
 fn stream_json_output_is_threaded_into_the_session_it_stands_for() {
     let bytes = jsonl(&stream_json_run());
@@ -905,10 +878,9 @@ fn stream_json_lines_without_uuids_are_threaded_by_their_place() {
 #[test]
 fn stream_json_cut_at_any_line_settles_to_a_prefix_of_the_whole() {
     let lines = stream_json_run();
-    let whole = parse(&jsonl(&lines)).unwrap();
-    settles_to_a_prefix_at_every_cut(&lines, &whole);
+    let settled = crate::formats::settled_at_every_cut(&lines, parse);
     // Before the `result` line, the last response may still stream.
-    assert_eq!(settled_after_each(&lines)[lines.len() - 2], 2);
+    assert_eq!(settled[lines.len() - 2], 2);
 }
 
 /// Review of the stream-json reader: a tool input naming `sessionId` does not make the output
@@ -957,7 +929,7 @@ fn stream_json_threads_are_kept_apart() {
         .map(|t| t.parent_tool_use_id.as_deref())
         .collect();
     assert_eq!(links, [Some("tA"), Some("tB")]);
-    settles_to_a_prefix_at_every_cut(&lines, &whole);
+    crate::formats::settled_at_every_cut(&lines, parse);
 }
 
 /// Two inline subagent runs (Claude Code 1.0.x) writing at once: a line of one run does not
@@ -989,5 +961,5 @@ fn parallel_inline_runs_close_only_their_own_responses() {
     let whole = parse(&jsonl(&lines)).unwrap();
     assert_eq!(whole.len(), 3);
     assert_eq!(shape(&whole[1]), ["user:pa", "assistant:a one,a two"]);
-    settles_to_a_prefix_at_every_cut(&lines, &whole);
+    crate::formats::settled_at_every_cut(&lines, parse);
 }

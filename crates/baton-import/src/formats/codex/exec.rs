@@ -291,14 +291,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::{parse, sniff};
-
-    fn jsonl(lines: &[Value]) -> Vec<u8> {
-        lines
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            .into_bytes()
-    }
+    use crate::formats::jsonl;
 
     /// Two turns of `codex exec --json`: a command, an answer; then a failed MCP call, a file
     /// change, a web search and an answer.
@@ -433,24 +426,15 @@ mod tests {
     #[test]
     fn exec_events_cut_at_any_line_settle_to_a_prefix_of_the_whole() {
         let lines = events();
+        let settled = crate::formats::settled_at_every_cut(&lines, parse);
+        // A turn's usage record is the same in every cut that holds the turn's end.
         let whole = parse(&jsonl(&lines)).unwrap().remove(0);
-        let mut settled = Vec::new();
         for n in 1..=lines.len() {
-            let ts = parse(&jsonl(&lines[..n])).unwrap();
-            let Some(t) = ts.first() else {
-                settled.push(0);
-                continue;
-            };
-            assert_eq!(
-                t.messages[..t.settled],
-                whole.messages[..t.settled],
-                "cut at {n}"
-            );
-            // A turn's usage record is the same in every cut that holds the turn's end.
-            for u in &t.usage {
-                assert!(whole.usage.contains(u), "cut at {n}: {:?}", u.record.id);
+            for t in parse(&jsonl(&lines[..n])).unwrap() {
+                for u in &t.usage {
+                    assert!(whole.usage.contains(u), "cut at {n}: {:?}", u.record.id);
+                }
             }
-            settled.push(t.settled);
         }
         // An answer waits for its turn's end; a running command is no message yet.
         assert_eq!(settled, [0, 0, 0, 0, 2, 2, 3, 3, 5, 7, 7, 7, 8]);
