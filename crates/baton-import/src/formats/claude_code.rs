@@ -90,9 +90,10 @@
 //!   `agentId` or stream-json's `parent_tool_use_id`, or one inline run, by its root) is an
 //!   assistant line of another response, a user line holding no tool result, or a `system`
 //!   line of subtype `turn_duration`, `stop_hook_summary` or `compact_boundary`; stream-json's
-//!   `result` line closes every thread. A subagent's lines do not close its parent's response
-//!   (its first lines come while the parent's response may still stream its next call), nor
-//!   one run's lines another's. Tool results do not close it: Claude Code runs tools while the
+//!   `result` line closes every thread, and the main conversation's an inline run's (its
+//!   `Task` waits for it before the next main response). A subagent's lines do not close its
+//!   parent's response (its first lines come while the parent's response may still stream
+//!   its next call), nor one run's lines another's. Tool results do not close it: Claude Code runs tools while the
 //!   response still streams. An assistant line without `message.id` is closed at once.
 //! - a queued text not yet delivered may still become a message at its `enqueue` point.
 //! - a queued message with nothing after it moves past tool results still to come while a call
@@ -794,14 +795,15 @@ impl File<'_, '_> {
         t
     }
 
-    /// Whether the response whose (latest) piece is line `i` is complete.
+    /// Whether the response whose (latest) piece is line `i` is complete. An inline run of
+    /// Claude Code 1.0.x is also over once the main conversation goes on: its `Task` waits
+    /// for it before the main conversation's next response.
     fn closed(&self, i: usize, line: &Line<'_>) -> bool {
+        let after = |thread: &Thread<'_>| self.last_closer.get(thread).is_some_and(|&c| c > i);
         line.response_id.is_none()
             || line.stopped
-            || self
-                .last_closer
-                .get(&self.threads[i])
-                .is_some_and(|&c| c > i)
+            || after(&self.threads[i])
+            || matches!(self.threads[i], Thread::Inline(_)) && after(&Thread::Main)
             || self.ended.is_some_and(|e| e > i)
     }
 
